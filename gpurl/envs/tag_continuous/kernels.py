@@ -1,0 +1,256 @@
+"""tag_continuous as gpurl kernels: one plain-Python source for the CPU and CUDA builds.
+
+Every phase takes ``(e, [i,] s, c, actions)``: env e, agent i, ``s`` = :class:`TagArrays`,
+``c`` = :class:`TagConsts`, ``actions`` int [E, N, 2]. The step order is the spec's:
+
+  begin (timestep+1) | move | observe + find tags | apply tags, rewards | end flags
+  | autoreset: save final obs + redraw agents | reset counters | observe new episode
+
+An env that finished with ``autoreset=False`` is frozen (``s.finished``): every phase skips it, so its
+state and obs stay as they were and its reward is 0.
+"""
+import math
+
+import numpy as np
+
+from ...kernels import (cos32, fmod32, k_nearest, lane, pair_distance, per_agent, per_env, random_below,
+                        random_uniform, sin32)
+from ...kernels.targets import device
+from ...kernels.program import EnvKernel
+
+_TWO_PI = np.float32(2.0 * math.pi)   # 6.2831855
+_ZERO = np.float32(0.0)
+_ONE = np.float32(1.0)
+_START_DIRECTIONS = (np.float32(0.0), np.float32(math.pi / 2), np.float32(math.pi), np.float32(3 * math.pi / 2))
+_STREAM_X, _STREAM_Y, _STREAM_DIR = 0, 1, 2
+
+# ---- shared device functions -----------------------------------------------------------------------
+
+
+@device
+def tag_draw_agent(e, i, s, c):
+    """New-episode start of agent i: uniform position, one of four headings, at rest, in the game."""
+    env_id = c.env_id_offset + e
+    episode = s.episode[e]
+    s.x[e, i] = random_uniform(c.seed, env_id, i, episode, _STREAM_X) * c.grid_length
+    s.y[e, i] = random_uniform(c.seed, env_id, i, episode, _STREAM_Y) * c.grid_length
+    heading = random_below(c.seed, env_id, i, episode, _STREAM_DIR, 4)
+    s.direction[e, i] = _ZERO
+    if heading == 1:
+        s.direction[e, i] = _START_DIRECTIONS[1]
+    elif heading == 2:
+        s.direction[e, i] = _START_DIRECTIONS[2]
+    elif heading == 3:
+        s.direction[e, i] = _START_DIRECTIONS[3]
+    s.speed[e, i] = _ZERO
+    s.acceleration[e, i] = _ZERO
+    s.alive[e, i] = 1
+
+
+@device
+def tag_write_features(e, i, j, slot, stride, s, c):
+    """Observation blocks 1-7 of other agent j into ``slot`` (block b at b*stride + slot)."""
+    row = s.obs[e, i]
+    row[slot] = (s.x[e, j] - s.x[e, i]) / c.pos_norm
+    row[stride + slot] = (s.y[e, j] - s.y[e, i]) / c.pos_norm
+    row[2 * stride + slot] = (s.speed[e, j] - s.speed[e, i]) / c.speed_norm
+    row[3 * stride + slot] = (s.acceleration[e, j] - s.acceleration[e, i]) / c.speed_norm
+    row[4 * stride + slot] = (s.direction[e, j] - s.direction[e, i]) / c.dir_norm
+    row[5 * stride + slot] = _ONE if j < c.num_taggers else _ZERO
+    row[6 * stride + slot] = np.float32(s.alive[e, j])
+
+
+@device
+def tag_observe(e, i, s, c):
+    """Write agent i's observation row (full or k-nearest) from the current state."""
+    row = s.obs[e, i]
+    n = s.x.shape[1]
+    if c.full_obs != 0:
+        stride = n - 1
+        alive_i = s.alive[e, i] != 0
+        for j in range(n):
+            if j != i:
+                slot = j if j < i else j - 1
+                if alive_i:
+                    tag_write_features(e, i, j, slot, stride, s, c)
+                else:  # an agent out of the game still sees who is who and who is in
+                    for b in range(5):
+                        row[b * stride + slot] = _ZERO
+                    row[5 * stride + slot] = _ONE if j < c.num_taggers else _ZERO
+                    row[6 * stride + slot] = np.float32(s.alive[e, j])
+        row[7 * stride] = np.float32(s.timestep[e]) / c.time_norm if alive_i else _ZERO
+        return
+    k = c.k
+    if s.alive[e, i] == 0:
+        for f in range(7 * k + 1):
+            row[f] = _ZERO
+        return
+    r = lane(e, i, n)
+    # The hint holds ~k agents at full density; fewer agents in the game spread out: widen it.
+    in_game = c.num_taggers + s.num_runners[e]
+    radius = c.search_radius * np.float32(math.sqrt(np.float32(n - 1) / np.float32(max(in_game - 1, 1))))
+    k_nearest(s.x, s.y, s.alive, e, i, k, radius, s.dist_row, s.cand_idx, s.cand_dist, s.nbr_idx, r)
+    for slot in range(k):
+        j = s.nbr_idx[r, slot]
+        if j >= 0:
+            tag_write_features(e, i, j, slot, k, s, c)
+        else:
+            for b in range(7):
+                row[b * k + slot] = _ZERO
+    row[7 * k] = np.float32(s.timestep[e]) / c.time_norm
+
+
+# ---- step phases -----------------------------------------------------------------------------------
+
+
+def tag_begin_step(e, s, c, actions):
+    if s.finished[e] == 0:
+        s.timestep[e] += 1
+
+
+def tag_move(e, i, s, c, actions):
+    """Spec step 2 for agent i; also starts its reward with the edge and per-step terms."""
+    if s.finished[e] != 0:
+        s.reward[e, i] = _ZERO
+        return
+    alive = np.float32(s.alive[e, i])
+    is_tagger = i < c.num_taggers
+    vmax = c.vmax_tagger if is_tagger else c.vmax_runner
+    acceleration = s.acceleration[e, i] + s.acc_table[actions[e, i, 0]]
+    direction = fmod32(s.direction[e, i] + s.turn_table[actions[e, i, 1]], _TWO_PI) * alive
+    if direction < _ZERO:
+        direction += _TWO_PI
+    speed = min(max(s.speed[e, i] + acceleration, _ZERO), vmax) * alive
+    if speed <= _ZERO or speed >= vmax:
+        acceleration = _ZERO
+    x = s.x[e, i] + speed * cos32(direction)
+    y = s.y[e, i] + speed * sin32(direction)
+    edge = _ZERO
+    if x < _ZERO or x > c.grid_length or y < _ZERO or y > c.grid_length:
+        x = min(max(x, _ZERO), c.grid_length)
+        y = min(max(y, _ZERO), c.grid_length)
+        edge = c.edge_hit_penalty
+    s.x[e, i] = x
+    s.y[e, i] = y
+    s.speed[e, i] = speed
+    s.direction[e, i] = direction
+    s.acceleration[e, i] = acceleration
+    reward = _ZERO
+    if s.alive[e, i] != 0:
+        reward = (_ZERO + edge) + (c.step_reward_tagger if is_tagger else c.step_reward_runner)
+    s.reward[e, i] = reward
+
+
+def tag_observe_and_find_tags(e, i, s, c, actions):
+    """Spec step 3 (obs before tags) and the first half of step 4: which tagger tags runner i."""
+    if s.finished[e] != 0:
+        return
+    tag_observe(e, i, s, c)
+    tagger = -1
+    if i >= c.num_taggers and s.alive[e, i] != 0:
+        nearest = np.float32(np.inf)
+        for m in range(c.num_taggers):
+            d = pair_distance(s.x, s.y, e, i, m)
+            if d < nearest:  # strict: ties go to the lowest index
+                nearest = d
+                tagger = m
+        if not nearest < c.tag_radius:
+            tagger = -1
+    s.tagged_by[e, i] = tagger
+
+
+def tag_apply_tags(e, i, s, c, actions):
+    """Spec step 4 for runner i: tag penalty and exit, then the end-of-game bonus."""
+    if s.finished[e] != 0 or i < c.num_taggers:
+        return
+    reward = s.reward[e, i]
+    if s.tagged_by[e, i] >= 0:
+        reward += c.tag_penalty_for_runner
+        if c.runner_exits != 0:
+            s.alive[e, i] = 0
+    if s.timestep[e] == c.episode_length and s.alive[e, i] != 0:
+        reward += c.end_of_game_reward_for_runner
+    s.reward[e, i] = reward
+
+
+def tag_end_step(e, s, c, actions):
+    """Per env: credit taggers (in runner order, like the spec's sequential sum), runners left, flags."""
+    if s.finished[e] != 0:
+        return
+    tagged = 0
+    for j in range(c.num_taggers, s.x.shape[1]):
+        m = s.tagged_by[e, j]
+        if m >= 0:
+            s.reward[e, m] += c.tag_reward_for_tagger
+            tagged += 1
+    if c.runner_exits != 0:
+        s.num_runners[e] -= tagged
+    terminated = s.num_runners[e] == 0
+    truncated = (s.timestep[e] == c.episode_length) and not terminated
+    s.terminated[e] = terminated
+    s.truncated[e] = truncated
+    if c.autoreset == 0 and (terminated or truncated):
+        s.finished[e] = 1
+
+
+# ---- autoreset (same step) and reset -----------------------------------------------------------------
+
+
+def tag_autoreset_agents(e, i, s, c, actions):
+    if c.autoreset != 0 and (s.terminated[e] != 0 or s.truncated[e] != 0):
+        for f in range(s.obs.shape[2]):
+            s.final_obs[e, i, f] = s.obs[e, i, f]
+        tag_draw_agent(e, i, s, c)
+
+
+def tag_autoreset_env(e, s, c, actions):
+    if c.autoreset != 0 and (s.terminated[e] != 0 or s.truncated[e] != 0):
+        tag_start_episode(e, s, c)
+
+
+def tag_autoreset_observe(e, i, s, c, actions):
+    if c.autoreset != 0 and (s.terminated[e] != 0 or s.truncated[e] != 0):
+        tag_observe(e, i, s, c)
+
+
+@device
+def tag_start_episode(e, s, c):
+    s.timestep[e] = 0
+    s.num_runners[e] = c.num_runners
+    s.episode[e] += 1
+    s.finished[e] = 0
+
+
+def tag_reset_agents(e, i, s, c, actions):
+    if s.reset_mask[e] != 0:
+        tag_draw_agent(e, i, s, c)
+
+
+def tag_reset_env(e, s, c, actions):
+    if s.reset_mask[e] != 0:
+        tag_start_episode(e, s, c)
+        s.terminated[e] = 0
+        s.truncated[e] = 0
+
+
+def tag_reset_observe(e, i, s, c, actions):
+    if s.reset_mask[e] != 0:
+        tag_observe(e, i, s, c)
+
+
+tag_step = EnvKernel("tag_step", [
+    per_env(tag_begin_step),
+    per_agent(tag_move),
+    per_agent(tag_observe_and_find_tags),
+    per_agent(tag_apply_tags),
+    per_env(tag_end_step),
+    per_agent(tag_autoreset_agents),
+    per_env(tag_autoreset_env),
+    per_agent(tag_autoreset_observe),
+], nargs=3)
+
+tag_reset = EnvKernel("tag_reset", [
+    per_agent(tag_reset_agents),
+    per_env(tag_reset_env),
+    per_agent(tag_reset_observe),
+], nargs=3)

@@ -1,0 +1,21 @@
+"""gpurl's kernel-authoring toolkit: write an env once in plain Python, run it on CPU and CUDA.
+
+- :func:`device` marks helpers; :func:`per_agent` / :func:`per_env` make phases; :class:`EnvKernel`
+  compiles a list of phases for ``"cpu"`` (Numba, parallel over envs) or ``"cuda"`` (numba-cuda).
+- Counter-based RNG (:func:`random_uniform`, ...), float32 math with one meaning everywhere
+  (:func:`cos32`, :func:`sin32`), k nearest neighbours (:func:`k_nearest`), per-lane scratch
+  (:func:`lane`), torch zero-copy views (:mod:`.interop`).
+Importing this package compiles nothing; builds happen on first launch.
+"""
+from .math32 import cos32, fmod32, sin32
+from .neighbors import count_within, k_nearest, pair_distance
+from .program import EnvKernel, Phase, block_size, per_agent, per_env
+from .rng import mix64, random_below, random_u32, random_uniform
+from .scratch import lane, num_lanes
+from .targets import DeviceFunction, device
+
+__all__ = [
+    "DeviceFunction", "EnvKernel", "Phase", "block_size", "cos32", "fmod32", "count_within", "device", "k_nearest",
+    "lane", "mix64", "num_lanes", "pair_distance", "per_agent", "per_env", "random_below", "random_u32",
+    "random_uniform", "sin32",
+]

@@ -1,0 +1,229 @@
+"""Ahead-of-time compilation for sm_90 (H100/H200) on machines without a GPU: the compile test tier.
+
+No development machine or CI runner has a GPU, so GPU code is kept honest by compiling it exactly as
+the GPU build would and checking the result:
+
+- Numba kernels: :func:`compile_ptx_sm90` types an :class:`~gpurl.kernels.program.EnvKernel` with the
+  arguments it is launched with and emits PTX through NVVM; :func:`float64_instructions` finds
+  accidental float64 (a Python float literal or argument promotes float32 math); :func:`assemble_sm90`
+  runs ``ptxas -arch=sm_90`` so register/ISA problems surface too.
+- Triton kernels: :func:`compile_triton_sm90` compiles for a ``GPUTarget("cuda", 90, 32)`` and yields
+  PTX and a cubin (Triton assembles with its own bundled ptxas).
+
+None of this works under ``NUMBA_ENABLE_CUDASIM=1`` / ``TRITON_INTERPRET=1`` (the simulator has no
+compiler): run it in a process without them (the test runner's ``compile`` tier).
+"""
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import types
+from typing import Iterator
+
+SM90 = (9, 0)
+
+_patch_lock = threading.Lock()
+
+
+def _require_real_compilers() -> None:
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1":
+        raise RuntimeError("AOT compilation needs the real CUDA target: unset NUMBA_ENABLE_CUDASIM")
+
+
+@contextlib.contextmanager
+def pretend_device(cc: tuple[int, int] = SM90) -> Iterator[None]:
+    """Make numba-cuda believe the current device has compute capability ``cc``.
+
+    Compiling a kernel compiles the device functions it calls through their dispatchers, which ask
+    the *current device* for its compute capability even when ``compile_ptx`` was given ``cc``; with
+    no GPU (no driver) that call fails. Patching ``numba.cuda.dispatcher.get_current_device`` is a
+    numba-cuda internal (checked with 0.30): re-check it on upgrade.
+    """
+    from numba.cuda import dispatcher
+
+    fake = types.SimpleNamespace(compute_capability=tuple(cc))
+    with _patch_lock:  # the patch is process-global: one compile at a time
+        original = dispatcher.get_current_device
+        dispatcher.get_current_device = lambda: fake
+        try:
+            yield
+        finally:
+            dispatcher.get_current_device = original
+
+
+def kernel_signature(args: tuple) -> tuple:
+    """Numba argument types of a driver launched as ``launch(target, E, N, *args)``.
+
+    ``EnvKernel.launch`` passes ``num_envs``/``num_agents`` as Python ints, which Numba's CUDA
+    dispatcher types as int64, so they are int64 here too; every other argument is typed exactly as
+    the dispatcher would (``numba.typeof``): a Python ``float`` becomes float64 (pass ``np.float32``),
+    a Python ``int`` int64, a NamedTuple of arrays a Numba NamedTuple type.
+    """
+    import numba
+
+    return (numba.types.int64, numba.types.int64) + tuple(numba.typeof(a) for a in args)
+
+
+def compile_ptx_sm90(kernel, args: tuple) -> str:
+    """PTX (text) of ``kernel``'s CUDA build for sm_90, typed by the CPU-side ``args``.
+
+    kernel: an :class:`~gpurl.kernels.program.EnvKernel`; args: the tuple it is launched with after
+    ``num_envs, num_agents`` (NumPy arrays, NumPy scalars, NamedTuples of them; sizes do not matter,
+    only dtypes, ranks and layouts). The same plain-Python driver that ``kernel.build("cuda")`` jits is
+    compiled, so the PTX is what the GPU would run.
+    """
+    _require_real_compilers()
+    from numba import cuda
+
+    if len(args) != kernel.nargs:
+        raise TypeError(f"kernel {kernel.name!r} takes {kernel.nargs} args, got {len(args)}")
+    pyfunc = kernel.driver_python("cuda")
+    sig = kernel_signature(tuple(args))
+    with pretend_device(SM90):
+        ptx, _ = cuda.compile_ptx(pyfunc, sig, cc=SM90)
+    return ptx
+
+
+# ---- float64 detection --------------------------------------------------------------------------------
+
+_F64 = re.compile(r"\.f64\b|%fd\d")
+_FUNC_START = re.compile(r"^\s*(\.\w+\s+)*\.(entry|func)\b")
+# libdevice's __nv_sinf/__nv_cosf (what math.sin/math.cos on float32 compile to) reduce huge arguments
+# (|x| > ~1e5, Payne-Hanek) through one int64 -> f64 -> scaled -> f32 conversion chain. nvcc's sinf/cosf
+# contain the same three instructions; they sit on a cold path and are not an accidental promotion.
+_TRIG_MUL = re.compile(r"^mul\.f64\s+(%fd\d+),\s*(%fd\d+),\s*0d3BF921FB54442D19;$")
+_TRIG_CVT_IN = re.compile(r"^cvt\.rn\.f64\.s64\s+(%fd\d+),\s*%rd\d+;$")
+_TRIG_CVT_OUT = re.compile(r"^cvt\.rn\.f32\.f64\s+%f\d+,\s*(%fd\d+);$")
+
+
+def _instructions(ptx: str) -> list[list[str]]:
+    """PTX instruction lines without comments, grouped by function (register names are per function).
+
+    Directive lines (``.version``, ``.reg .f64 ...``, ``.param ...``) are dropped: a declaration of a
+    float64 register or parameter always comes with an instruction that uses it.
+    """
+    ptx = re.sub(r"/\*.*?\*/", "", ptx, flags=re.S)
+    groups: list[list[str]] = [[]]
+    for raw in ptx.splitlines():
+        line = raw.split("//", 1)[0].strip()
+        if not line:
+            continue
+        if _FUNC_START.match(line):
+            groups.append([])
+        if line.startswith((".", "{", "}", ")")) or line.endswith(":"):
+            continue
+        groups[-1].append(line)
+    return groups
+
+
+def _trig_reduction_lines(lines: list[str]) -> set[int]:
+    """Indices of the libdevice sinf/cosf reduction chain's instructions within one function."""
+    muls = {i: _TRIG_MUL.match(line) for i, line in enumerate(lines)}
+    muls = {i: m for i, m in muls.items() if m}
+    outs = {m.group(1) for m in muls.values()}
+    ins = {m.group(2) for m in muls.values()}
+    allowed = set(muls)
+    for i, line in enumerate(lines):
+        cvt_in, cvt_out = _TRIG_CVT_IN.match(line), _TRIG_CVT_OUT.match(line)
+        if (cvt_in and cvt_in.group(1) in ins) or (cvt_out and cvt_out.group(1) in outs):
+            allowed.add(i)
+    return allowed
+
+
+def float64_instructions(ptx: str, *, allow_libdevice_trig: bool = False) -> list[str]:
+    """PTX instructions that touch float64 (``.f64`` types or ``%fd`` registers); empty means none.
+
+    allow_libdevice_trig: ignore the three-instruction huge-argument reduction inside libdevice's
+    float32 ``sinf``/``cosf`` (see above); any other float64 in the same kernel is still reported.
+    """
+    found = []
+    for lines in _instructions(ptx):
+        skip = _trig_reduction_lines(lines) if allow_libdevice_trig else set()
+        found += [line for i, line in enumerate(lines) if i not in skip and _F64.search(line)]
+    return found
+
+
+# ---- ptxas ---------------------------------------------------------------------------------------------
+
+def _ptxas_candidates() -> Iterator[str]:
+    if os.environ.get("GPURL_PTXAS"):
+        yield os.environ["GPURL_PTXAS"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        # nvcc on PATH is often a symlink (or a wrapper script) outside the toolkit; ptxas sits beside
+        # the real binary.
+        yield os.path.join(os.path.dirname(os.path.realpath(nvcc)), "ptxas")
+    on_path = shutil.which("ptxas")
+    if on_path:
+        yield on_path
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            yield os.path.join(os.environ[var], "bin", "ptxas")
+    yield "/usr/local/cuda/bin/ptxas"
+    # pip toolkits: cuda-toolkit[nvcc] (nvidia/cu13/bin) and CUDA 12's nvidia-cuda-nvcc-cu12
+    # (nvidia/cuda_nvcc/bin). Triton's bundled ptxas is left out on purpose: it is older (CUDA 12.8 in
+    # triton 3.7) than the PTX ISA NVVM 13 emits, and Triton already assembles its own PTX with it.
+    for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], sys.prefix}:
+        yield from sorted(glob.glob(os.path.join(site, "nvidia", "*", "bin", "ptxas")))
+
+
+def find_ptxas() -> str | None:
+    """Path of a CUDA toolkit ``ptxas`` (``$GPURL_PTXAS`` first), or None when there is none."""
+    for path in _ptxas_candidates():
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+class PtxasError(RuntimeError):
+    """ptxas rejected the PTX; the message carries its stderr."""
+
+
+def assemble_sm90(ptx: str, ptxas: str | None = None) -> bytes:
+    """Assemble ``ptx`` with ``ptxas -arch=sm_90`` and return the cubin (ELF bytes).
+
+    ptxas: path to the assembler; :func:`find_ptxas` when None. Raises FileNotFoundError when there is
+    no ptxas and :class:`PtxasError` (with ptxas' stderr) when it rejects the PTX.
+    """
+    ptxas = ptxas or find_ptxas()
+    if ptxas is None:
+        raise FileNotFoundError("no ptxas found: install the CUDA toolkit or set GPURL_PTXAS")
+    with tempfile.TemporaryDirectory(prefix="gpurl-ptxas-") as tmp:
+        src, out = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        done = subprocess.run([ptxas, "-arch=sm_90", "-o", out, src], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise PtxasError(f"{ptxas} -arch=sm_90 failed ({done.returncode}):\n{done.stderr.strip()}")
+        with open(out, "rb") as f:
+            return f.read()
+
+
+# ---- Triton ---------------------------------------------------------------------------------------------
+
+def compile_triton_sm90(fn, signature: dict[str, str], constexprs: dict | None = None, **options):
+    """Compile a ``@triton.jit`` function for sm_90 without a GPU; returns Triton's compiled kernel.
+
+    signature: argument name -> Triton type string (``"*fp32"``, ``"i32"``, ...); constexprs: name ->
+    value for ``tl.constexpr`` parameters (added to the signature as ``"constexpr"`` when missing);
+    options: Triton compile options such as ``num_warps``. The result's ``asm`` dict holds ``"ptx"``
+    and ``"cubin"``.
+    """
+    if os.environ.get("TRITON_INTERPRET", "0") == "1":
+        raise RuntimeError("AOT compilation of Triton kernels needs TRITON_INTERPRET unset")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    constexprs = dict(constexprs or {})
+    signature = {**signature, **{name: "constexpr" for name in constexprs if name not in signature}}
+    source = ASTSource(fn, signature, constexprs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options or None)

@@ -1,0 +1,51 @@
+"""torch owns the memory; kernels get zero-copy views of it.
+
+- CPU: ``tensor.numpy()`` shares storage.
+- CUDA: ``numba.cuda.as_cuda_array`` over ``__cuda_array_interface__`` (no copy), and kernels launch on
+  torch's *current* stream so they order with torch work without any synchronisation.
+- CUDA simulator (tests): tensors live on the CPU and the simulator takes NumPy views.
+Bool tensors are viewed as uint8 (same storage), the dtype every backend can write.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def simulator_enabled() -> bool:
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
+
+
+def target_for(device: torch.device) -> str:
+    """Kernel target that runs on ``device``: "cuda" for CUDA tensors, else "cpu"."""
+    return "cuda" if device.type == "cuda" else "cpu"
+
+
+def kernel_view(tensor: torch.Tensor, target: str):
+    """Zero-copy array view of ``tensor`` for kernels of ``target``."""
+    t = tensor.detach()
+    if t.dtype == torch.bool:
+        t = t.view(torch.uint8)
+    if t.device.type == "cpu":
+        return t.numpy()
+    if target != "cuda":
+        raise ValueError(f"a {t.device} tensor cannot feed a {target!r} kernel")
+    from numba import cuda
+
+    return cuda.as_cuda_array(t)
+
+
+_streams: dict[int, object] = {}
+
+
+def current_stream(device: torch.device):
+    """Numba handle of torch's current CUDA stream on ``device`` (None off-GPU)."""
+    if device.type != "cuda" or simulator_enabled():
+        return None
+    from numba import cuda
+
+    handle = torch.cuda.current_stream(device).cuda_stream
+    if handle not in _streams:
+        _streams[handle] = cuda.external_stream(handle)
+    return _streams[handle]

@@ -1,0 +1,196 @@
+"""k nearest neighbours inside one env: exact, deterministic, branch-light.
+
+Order is (Euclidean distance, then lower index), the distance being the float32 ``sqrt(dx*dx + dy*dy)``
+(ties in the *rounded* distance go to the lower index, as ``heapq.nsmallest`` over ids does).
+
+Selecting by sorted insertion mispredicts a branch at almost every candidate. Instead:
+
+1. pick a search radius (the caller's density-based hint), count the eligible agents inside it, and
+   bisect the radius until ``k <= count <= capacity`` (usually a single count);
+2. gather those candidates into the agent's scratch row;
+3. give each candidate its rank = number of candidates before it in (distance, index) order, a
+   branch-free double loop over a handful of candidates, and store it at ``out_idx[row, rank]``.
+
+Everything outside the radius is farther than everything inside, so this is the exact answer. When
+many agents sit at exactly the same distance no radius separates them; then an exact O(k N)
+repeated-minimum selection runs instead (only in such degenerate states).
+
+The CPU build first writes the agent's whole distance row (one vectorisable pass: ``sqrt`` once per
+pair), so counting and gathering are cheap and the gather is branch-free. The CUDA build keeps no row
+per thread (N floats per agent would not fit) and recomputes distances in each pass instead. Both are
+exact, so they agree bit for bit.
+
+Scratch (rows from :func:`gpurl.kernels.lane`): ``dist_row`` float32 [rows, N] (CPU; [rows, 1] on
+CUDA), ``cand_idx`` int32 / ``cand_dist`` float32 [rows, capacity + 1], ``out_idx`` int32
+[rows, capacity + 1]; :func:`knn_scratch_shapes` computes them.
+"""
+import math
+
+import numpy as np
+
+from .targets import device
+
+_INF = np.float32(np.inf)
+_HALF = np.float32(0.5)
+_GROW = np.float32(1.5)  # area x2.25: a miss rarely overshoots the capacity
+_MAX_BISECTIONS = 64
+
+
+def knn_scratch_shapes(target: str, rows: int, num_agents: int, k: int) -> dict[str, tuple[int, int]]:
+    """Shapes of the k-nearest scratch arrays for ``rows`` lanes (see the module docstring)."""
+    capacity = max(2 * k, 32)
+    return dict(
+        dist_row=(rows, num_agents if target == "cpu" else 1),
+        cand_idx=(rows, capacity + 1), cand_dist=(rows, capacity + 1), out_idx=(rows, capacity + 1),
+    )
+
+
+@device
+def pair_distance(x, y, e, i, j):
+    """float32 Euclidean distance between agents ``i`` and ``j`` of env ``e``."""
+    dx = x[e, j] - x[e, i]
+    dy = y[e, j] - y[e, i]
+    return np.float32(math.sqrt(dx * dx + dy * dy))
+
+
+@device
+def next_radius(radius, low, high, too_few):
+    """One bisection step on the search radius: grow (doubling while unbounded) or shrink."""
+    if too_few:
+        low = radius
+        radius = radius * _GROW if high == _INF else (radius + high) * _HALF
+    else:
+        high = radius
+        radius = (low + radius) * _HALF
+    return radius, low, high
+
+
+@device
+def count_within(x, y, alive, e, i, radius):
+    """(eligible others within ``radius``, all eligible others) for agent ``i``; eligible = alive."""
+    inside = 0
+    total = 0
+    for j in range(x.shape[1]):
+        eligible = (j != i) & (alive[e, j] != 0)
+        total += eligible
+        inside += eligible & (pair_distance(x, y, e, i, j) <= radius)
+    return inside, total
+
+
+@device
+def rank_candidates(n, k, cand_idx, cand_dist, out_idx, row):
+    """out_idx[row, rank] = candidate, rank in (distance, index) order; slots n..k-1 get -1."""
+    for a in range(n):
+        da = cand_dist[row, a]
+        ja = cand_idx[row, a]
+        rank = 0
+        for b in range(n):
+            db = cand_dist[row, b]
+            rank += (db < da) | ((db == da) & (cand_idx[row, b] < ja))
+        out_idx[row, rank] = ja
+    for s in range(n, k):
+        out_idx[row, s] = -1
+    return min(n, k)
+
+
+@device
+def select_by_repeated_minimum(x, y, alive, e, i, k, out_idx, row):
+    """Exact O(k N) fallback: slot s gets the smallest (distance, index) after slot s-1's."""
+    prev_d = np.float32(-1.0)
+    prev_j = -1
+    found = 0
+    for s in range(k):
+        best_d = _INF
+        best_j = -1
+        for j in range(x.shape[1]):
+            if (j != i) & (alive[e, j] != 0):
+                d = pair_distance(x, y, e, i, j)
+                after_prev = (d > prev_d) | ((d == prev_d) & (j > prev_j))
+                if after_prev & ((d < best_d) | (best_j < 0)):
+                    best_d = d
+                    best_j = j
+        out_idx[row, s] = best_j
+        found += best_j >= 0
+        prev_d = best_d
+        prev_j = best_j
+    return found
+
+
+@device
+def k_nearest(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_dist, out_idx, row):
+    """Write the ``k`` nearest alive other agents of agent ``i`` (env ``e``) to ``out_idx[row, :k]``.
+
+    x, y: float32 [E, N]; alive: int32 [E, N] (0 = not eligible); radius_hint: float32 > 0, a radius
+    likely to hold a little more than k agents; scratch as in the module docstring. Nearest first,
+    -1 padded. Returns how many slots hold an agent.
+    """
+    capacity = cand_idx.shape[1] - 1
+    radius = np.float32(radius_hint)
+    low = np.float32(0.0)
+    high = _INF
+    inside, total = count_within(x, y, alive, e, i, radius)
+    want = min(k, total)
+    steps = 0
+    while (inside < want or inside > capacity) and steps < _MAX_BISECTIONS:
+        radius, low, high = next_radius(radius, low, high, inside < want)
+        inside, total = count_within(x, y, alive, e, i, radius)
+        steps += 1
+    if inside < want or inside > capacity:
+        return select_by_repeated_minimum(x, y, alive, e, i, k, out_idx, row)
+    n = 0
+    for j in range(x.shape[1]):
+        if (j != i) & (alive[e, j] != 0):
+            d = pair_distance(x, y, e, i, j)
+            if d <= radius:
+                cand_idx[row, n] = j
+                cand_dist[row, n] = d
+                n += 1
+    return rank_candidates(n, k, cand_idx, cand_dist, out_idx, row)
+
+
+@k_nearest.override("cpu")
+def _k_nearest_cpu(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_dist, out_idx, row):
+    n_agents = x.shape[1]
+    capacity = cand_idx.shape[1] - 1  # one spare slot: the branch-free gather always stores
+    xi = x[e, i]
+    yi = y[e, i]
+    total = 0
+    for j in range(n_agents):
+        dx = x[e, j] - xi
+        dy = y[e, j] - yi
+        d = np.float32(math.sqrt(dx * dx + dy * dy))
+        eligible = (j != i) & (alive[e, j] != 0)
+        total += eligible
+        dist_row[row, j] = d if eligible else _INF
+    want = min(k, total)
+    radius = np.float32(radius_hint)
+    low = np.float32(0.0)
+    high = _INF
+    steps = 0
+    while True:
+        inside = 0
+        for j in range(n_agents):
+            inside += dist_row[row, j] <= radius
+        if (inside >= want and inside <= capacity) or steps == _MAX_BISECTIONS:
+            break
+        radius, low, high = next_radius(radius, low, high, inside < want)
+        steps += 1
+    if inside < want or inside > capacity:
+        return select_by_repeated_minimum(x, y, alive, e, i, k, out_idx, row)
+    n = 0
+    for j in range(n_agents):
+        d = dist_row[row, j]
+        cand_idx[row, n] = j
+        cand_dist[row, n] = d
+        n += d <= radius
+    return rank_candidates(n, k, cand_idx, cand_dist, out_idx, row)
+
+
+def k_nearest_ref(x: np.ndarray, y: np.ndarray, alive: np.ndarray, i: int, k: int) -> np.ndarray:
+    """Reference for one env: x, y float32 [N], alive [N]. Returns int32 [k], -1 padded."""
+    dx = x - x[i]
+    dy = y - y[i]
+    dist = np.sqrt(dx * dx + dy * dy).astype(np.float32)
+    others = [j for j in range(len(x)) if j != i and alive[j]]
+    ranked = sorted(others, key=lambda j: (dist[j], j))[:k]
+    return np.array(ranked + [-1] * (k - len(ranked)), dtype=np.int32)

@@ -1,0 +1,100 @@
+"""Test tiers (see DESIGN.md "Test tiers"; run them all with ``python tests/run_tiers.py``).
+
+Every test carries exactly one tier marker: ``cpu``, ``sim``, ``compile`` or ``gpu`` (usually as a
+module-level ``pytestmark``). A test with none, or with two, stops the run at collection, so nothing
+silently runs in no tier or twice.
+
+The simulator switches (``NUMBA_ENABLE_CUDASIM``, ``TRITON_INTERPRET``) are read once when Numba and
+Triton are imported, so a process is either a simulator process or not:
+
+- ``sim`` tests run only when both are "1" (the runner's sim tier sets them for its process);
+- ``cpu``, ``compile`` and ``gpu`` tests run only when neither is set (under the simulator
+  ``numba.cuda`` is fake and Triton kernels are interpreted);
+- ``gpu`` tests also skip when torch sees no CUDA device.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+TIERS = ("cpu", "sim", "compile", "gpu")
+
+
+def simulator_process() -> bool:
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def simulator_switch_set() -> bool:
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1" or os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def pytest_configure(config):
+    import torch
+
+    # Two vCPUs: torch's own threads fight Numba's and make small ops several times slower.
+    torch.set_num_threads(1)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: a tierless test errors in every tier's run
+def pytest_collection_modifyitems(config, items):
+    wrong = []
+    for item in items:
+        tiers = [t for t in TIERS if item.get_closest_marker(t) is not None]
+        if len(tiers) != 1:
+            wrong.append(f"  {item.nodeid}: {tiers or 'no tier marker'}")
+    if wrong:
+        raise pytest.UsageError(
+            f"every test needs exactly one tier marker of {', '.join(TIERS)} "
+            "(e.g. `pytestmark = pytest.mark.cpu`):\n" + "\n".join(wrong)
+        )
+
+    sim_only = pytest.mark.skip(
+        reason="sim tier: needs NUMBA_ENABLE_CUDASIM=1 and TRITON_INTERPRET=1 set before import "
+        "(python tests/run_tiers.py --tiers sim)"
+    )
+    not_in_sim = pytest.mark.skip(
+        reason="not a sim-tier test: runs without NUMBA_ENABLE_CUDASIM / TRITON_INTERPRET"
+    )
+    no_cuda = pytest.mark.skip(reason="gpu tier: no CUDA device (torch.cuda.is_available() is False)")
+    in_sim, switch_set = simulator_process(), simulator_switch_set()
+    has_cuda = None
+    for item in items:
+        if item.get_closest_marker("sim") is not None:
+            if not in_sim:
+                item.add_marker(sim_only)
+        elif switch_set:
+            item.add_marker(not_in_sim)
+        elif item.get_closest_marker("gpu") is not None:
+            if has_cuda is None:
+                has_cuda = cuda_available()
+            if not has_cuda:
+                item.add_marker(no_cuda)
+
+
+@pytest.fixture
+def requires_cuda():
+    """The CUDA torch device; skips the test when there is none (gpu tier)."""
+    if simulator_switch_set() or not cuda_available():
+        pytest.skip("gpu tier: no CUDA device (torch.cuda.is_available() is False)")
+    import torch
+
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+@pytest.fixture(scope="session")
+def ptxas():
+    """Path of the CUDA toolkit's ptxas; skips the test when none can be found (compile tier)."""
+    from gpurl.kernels.aot import find_ptxas
+
+    path = find_ptxas()
+    if path is None:
+        pytest.skip("compile tier: no ptxas (no CUDA toolkit beside nvcc, on PATH, in CUDA_HOME or the "
+                    "venv's nvidia packages; set GPURL_PTXAS to point at one)")
+    return path

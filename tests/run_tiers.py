@@ -1,0 +1,96 @@
+#!/usr/bin/env python
+"""Run the test tiers (DESIGN.md "Test tiers"), each in its own pytest process, and summarise.
+
+    python tests/run_tiers.py                     # cpu, sim, compile, gpu
+    python tests/run_tiers.py --tiers cpu,sim -x  # a selection; unknown args go to every pytest
+
+Tiers run in separate processes because the simulator switches (NUMBA_ENABLE_CUDASIM, TRITON_INTERPRET)
+are read once at import: the sim tier sets both, every other tier runs with both removed. A tier that
+collects no tests (pytest exit 5) fails: every tier must have tests (gpu tests skip without CUDA, they do
+not disappear); ``--allow-empty`` relaxes that for ad-hoc ``-k`` selections. Exits non-zero when any
+tier failed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TIERS = ("cpu", "sim", "compile", "gpu")
+SIMULATOR_ENV = {"NUMBA_ENABLE_CUDASIM": "1", "TRITON_INTERPRET": "1"}
+NO_TESTS_COLLECTED = 5
+
+
+def tier_env(tier: str) -> dict[str, str]:
+    env = dict(os.environ)
+    # Compiled kernels are cached across runs; defaults would land in site-packages / $HOME.
+    env.setdefault("TRITON_CACHE_DIR", str(REPO / ".cache" / "triton"))
+    env.setdefault("NUMBA_CACHE_DIR", str(REPO / ".cache" / "numba"))
+    for name in SIMULATOR_ENV:
+        env.pop(name, None)
+    if tier == "sim":
+        env.update(SIMULATOR_ENV)
+    return env
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], allow_abbrev=False,
+        epilog="Any other arguments (-x, -k EXPR, -v, test paths) are passed to every tier's pytest.",
+    )
+    parser.add_argument("--tiers", default=",".join(TIERS),
+                        help=f"comma-separated subset of {','.join(TIERS)} (run in that fixed order)")
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="count a tier that collects no tests (pytest exit 5) as passed")
+    args, pytest_args = parser.parse_known_args(argv)
+    chosen = [t.strip() for t in args.tiers.split(",") if t.strip()]
+    unknown = sorted(set(chosen) - set(TIERS))
+    if unknown or not chosen:
+        parser.error(f"--tiers takes names from {', '.join(TIERS)}; got {args.tiers!r}")
+    args.tiers = [t for t in TIERS if t in chosen]
+    return args, pytest_args
+
+
+def run_tier(tier: str, pytest_args: list[str]) -> tuple[int, float]:
+    cmd = [sys.executable, "-m", "pytest", "-m", tier, *pytest_args]
+    switches = " ".join(f"{k}=1" for k in SIMULATOR_ENV) + " " if tier == "sim" else ""
+    print(f"\n===== tier {tier}: {switches}python {' '.join(cmd[1:])}", flush=True)
+    start = time.perf_counter()
+    code = subprocess.call(cmd, cwd=REPO, env=tier_env(tier))
+    return code, time.perf_counter() - start
+
+
+def verdict(code: int, allow_empty: bool) -> str:
+    if code == 0 or (code == NO_TESTS_COLLECTED and allow_empty):
+        return "passed"
+    return {1: "FAILED", 2: "INTERRUPTED", 3: "INTERNAL ERROR", 4: "USAGE ERROR",
+            NO_TESTS_COLLECTED: "NO TESTS"}.get(code, "FAILED")
+
+
+def main(argv: list[str]) -> int:
+    args, pytest_args = parse_args(argv)
+    results = []
+    for tier in args.tiers:
+        code, seconds = run_tier(tier, pytest_args)
+        results.append((tier, code, seconds))
+        if code == 2:  # Ctrl-C reaches pytest too: stop instead of starting the next tier
+            break
+
+    print("\n===== tiers")
+    print(f"{'tier':<8} {'exit':>4}  {'result':<14} {'seconds':>8}")
+    for tier, code, seconds in results:
+        print(f"{tier:<8} {code:>4}  {verdict(code, args.allow_empty):<14} {seconds:>8.1f}")
+    failed = [t for t, code, _ in results if verdict(code, args.allow_empty) != "passed"]
+    skipped = [t for t in args.tiers if t not in {r[0] for r in results}]
+    print(f"total {sum(s for _, _, s in results):.1f} s; "
+          + (f"failed: {', '.join(failed)}" if failed else "all passed")
+          + (f"; not run: {', '.join(skipped)}" if skipped else ""))
+    return 1 if failed or skipped else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,114 @@
+"""Compile tier: toolkit kernels compile to sm_90 PTX without float64 and assemble with ptxas.
+
+Env kernels get the same treatment in their own test files: ``compile_ptx_sm90(kernel, args)``,
+``float64_instructions(ptx)`` must be empty, ``assemble_sm90(ptx, ptxas)`` (the ``ptxas`` fixture from
+conftest skips only when no ptxas exists at all).
+"""
+import numpy as np
+import pytest
+
+from gpurl.kernels.aot import (
+    PtxasError,
+    assemble_sm90,
+    compile_ptx_sm90,
+    compile_triton_sm90,
+    float64_instructions,
+)
+
+from toolkit_kernels import (
+    affine_kernel,
+    double_kernel,
+    heading_kernel,
+    promote_kernel,
+    rng_args,
+    rng_kernel,
+    swarm_args,
+    swarm_kernel,
+)
+
+pytestmark = pytest.mark.compile
+
+X = np.zeros((2, 3), np.float32)
+
+# (kernel, launch args after num_envs/num_agents): only dtypes/ranks matter, not sizes.
+CLEAN_KERNELS = {
+    "plain_write": (double_kernel, (X,)),
+    "device_function": (affine_kernel, (X, np.float32(3))),
+    "barrier_namedtuple": (swarm_kernel, swarm_args(2, 3)),
+    "rng": (rng_kernel, rng_args(2, 3, 2, seed=1, counter=0)),
+}
+
+
+def _assert_sm90_clean(kernel, args, ptxas, **allow) -> None:
+    ptx = compile_ptx_sm90(kernel, args)
+    assert ".target sm_90" in ptx
+    assert float64_instructions(ptx, **allow) == []
+    cubin = assemble_sm90(ptx, ptxas)
+    assert cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("name", sorted(CLEAN_KERNELS))
+def test_kernel_compiles_for_sm90_without_float64(name, ptxas):
+    kernel, args = CLEAN_KERNELS[name]
+    _assert_sm90_clean(kernel, args, ptxas)
+
+
+def test_rng_and_cos32_compile_without_float64_arithmetic(ptxas):
+    # cos32's cuda build is libdevice cosf, whose huge-argument reduction holds three float64
+    # instructions (nvcc's cosf too); anything else float64 would still be reported.
+    kernel, args = heading_kernel, (np.uint64(7), np.int32(3), X)
+    ptx = compile_ptx_sm90(kernel, args)
+    assert float64_instructions(ptx, allow_libdevice_trig=True) == []
+    assemble_sm90(ptx, ptxas)
+
+
+def test_float64_promotion_is_reported():
+    ptx = compile_ptx_sm90(promote_kernel, (X,))
+    found = float64_instructions(ptx, allow_libdevice_trig=True)
+    assert any("mul" in line or "fma" in line for line in found), found
+
+
+def test_float64_scan_ignores_comments_and_directives():
+    ptx = "\n".join([
+        "// .f64 in a comment",
+        ".version 9.0",
+        ".reg .f64 %fd<2>;",
+        "/* mul.f64 %fd1, %fd0, %fd0; */",
+        "add.f32 %f1, %f2, %f3; // not .f64",
+        "cvt.f64.f32 %fd1, %f1;",
+    ])
+    assert float64_instructions(ptx) == ["cvt.f64.f32 %fd1, %f1;"]
+
+
+def test_python_float_argument_types_as_float64():
+    # Launching with a Python float types the argument float64, exactly as the dispatcher would.
+    ptx = compile_ptx_sm90(affine_kernel, (X, 3.0))
+    assert float64_instructions(ptx) != []
+
+
+def test_wrong_arity_is_rejected():
+    with pytest.raises(TypeError, match="takes 2 args"):
+        compile_ptx_sm90(affine_kernel, (X,))
+
+
+def test_ptxas_errors_carry_its_message(ptxas):
+    with pytest.raises(PtxasError, match="sm_90"):
+        assemble_sm90(".version 9.0\n.target sm_90\n.address_size 64\nthis is not ptx;\n", ptxas)
+
+
+def test_triton_kernel_compiles_ahead_of_time_for_sm90():
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    @triton.jit
+    def add(x, y, out, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+    compiled = compile_triton_sm90(
+        add, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32"}, {"BLOCK": 256}, num_warps=4
+    )
+    assert ".target sm_90" in compiled.asm["ptx"]
+    assert float64_instructions(compiled.asm["ptx"]) == []
+    assert compiled.asm["cubin"][:4] == b"\x7fELF"
