@@ -54,11 +54,10 @@ def test_kernel_compiles_for_sm90_without_float64(name, ptxas):
 
 
 def test_rng_and_cos32_compile_without_float64_arithmetic(ptxas):
-    # cos32's cuda build is libdevice cosf, whose huge-argument reduction holds three float64
-    # instructions (nvcc's cosf too); anything else float64 would still be reported.
+    # cos32's CUDA build is float32-only (gpurl.kernels.math32), not libdevice cosf: no float64 at all.
     kernel, args = heading_kernel, (np.uint64(7), np.int32(3), X)
     ptx = compile_ptx_sm90(kernel, args)
-    assert float64_instructions(ptx, allow_libdevice_trig=True) == []
+    assert float64_instructions(ptx) == []
     assemble_sm90(ptx, ptxas)
 
 

@@ -255,3 +255,20 @@ def test_simulator_trig_kernel_matches_cpu_build_within_2_ulp():
         assert np.all(_ulp_error(got.ravel(), x.ravel(), exact) <= MAX_ULP)
     np.testing.assert_allclose(on_sim[1], on_cpu[1], rtol=0, atol=1e-5)
     np.testing.assert_allclose(on_sim[2], on_cpu[2], rtol=0, atol=1e-5)
+
+
+@pytest.mark.cpu
+def test_fmod32_cpu_fast_path_equals_fmodf_bit_for_bit():
+    from gpurl.kernels.math32 import fmod32
+
+    fmod = fmod32.build("cpu")
+    two_pi = np.float32(2 * np.pi)
+    rng = np.random.default_rng(7)
+    values = np.concatenate([
+        (rng.random(20_000) * 60 - 30).astype(np.float32),
+        np.array([two_pi, -two_pi, 2 * two_pi, -2 * two_pi, np.nextafter(two_pi, np.float32(0)),
+                  np.nextafter(-two_pi, np.float32(0)), 0.0, -0.0, 1e-30, -1e-30], dtype=np.float32),
+    ])
+    got = np.array([fmod(v, two_pi) for v in values], dtype=np.float32)
+    want = np.fmod(values, two_pi)
+    np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))

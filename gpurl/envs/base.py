@@ -100,16 +100,18 @@ class KernelEnv:
     def reset(self, seed=None, mask=None) -> torch.Tensor:
         """Reset every env (or those where ``mask`` [num_envs] bool is true); return the whole obs.
 
-        A new ``seed`` re-keys the RNG of the envs being reset (their episode counters restart).
+        A new ``seed`` becomes the env's seed (one per env object: later autoresets of every env draw
+        from it); the envs being reset restart their episode counters, so a full ``reset(seed=s)``
+        reproduces a fresh ``make(..., seed=s)`` exactly.
         """
         if seed is not None:
             seed = check_seed(seed)
         mask = self._reset_all if mask is None else self._check_mask(mask)
+        if self._needs_reset and mask is not self._reset_all:
+            raise RuntimeError("the first reset() must reset every env (call reset() without mask)")
         if seed is not None:
             self.seed = seed
             self._rekey(mask)
-        elif self._needs_reset and mask is not self._reset_all:
-            raise RuntimeError("the first reset() must reset every env (call reset() without mask)")
         self._launch_reset(mask)
         self._needs_reset = False
         return self.obs

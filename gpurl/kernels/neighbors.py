@@ -32,7 +32,9 @@ from .targets import device
 
 _INF = np.float32(np.inf)
 _HALF = np.float32(0.5)
-_GROW = np.float32(1.5)  # area x2.25: a miss rarely overshoots the capacity
+_GROW = np.float32(2.0)
+_AIM_FACTOR = np.float32(1.2)  # aim a little over k candidates: rank cost grows as count^2
+_AIM_SLACK = np.float32(2.0)
 _MAX_BISECTIONS = 64
 
 
@@ -54,15 +56,26 @@ def pair_distance(x, y, e, i, j):
 
 
 @device
-def next_radius(radius, low, high, too_few):
-    """One bisection step on the search radius: grow (doubling while unbounded) or shrink."""
-    if too_few:
+def next_radius(radius, low, high, inside, want, capacity):
+    """Next search radius after ``inside`` agents were counted within ``radius``.
+
+    Counts grow with the area, so the radius is rescaled by sqrt(aim / inside) (aim: a little over
+    ``want``, well under ``capacity``); the (low, high) bracket keeps it converging when the density
+    is far from uniform, falling back to bisection when the proposal leaves the bracket.
+    """
+    if inside < want:
         low = radius
-        radius = radius * _GROW if high == _INF else (radius + high) * _HALF
     else:
         high = radius
-        radius = (low + radius) * _HALF
-    return radius, low, high
+    aim = np.float32(want) * _AIM_FACTOR + _AIM_SLACK
+    if aim > np.float32(capacity):
+        aim = np.float32(capacity)
+    proposal = radius * np.float32(math.sqrt(aim / np.float32(max(inside, 1))))
+    if inside == 0:
+        proposal = radius * _GROW
+    if proposal <= low or proposal >= high:
+        proposal = radius * _GROW if high == _INF else (low + high) * _HALF
+    return proposal, low, high
 
 
 @device
@@ -132,7 +145,7 @@ def k_nearest(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_dist, 
     want = min(k, total)
     steps = 0
     while (inside < want or inside > capacity) and steps < _MAX_BISECTIONS:
-        radius, low, high = next_radius(radius, low, high, inside < want)
+        radius, low, high = next_radius(radius, low, high, inside, want, capacity)
         inside, total = count_within(x, y, alive, e, i, radius)
         steps += 1
     if inside < want or inside > capacity:
@@ -173,7 +186,7 @@ def _k_nearest_cpu(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_d
             inside += dist_row[row, j] <= radius
         if (inside >= want and inside <= capacity) or steps == _MAX_BISECTIONS:
             break
-        radius, low, high = next_radius(radius, low, high, inside < want)
+        radius, low, high = next_radius(radius, low, high, inside, want, capacity)
         steps += 1
     if inside < want or inside > capacity:
         return select_by_repeated_minimum(x, y, alive, e, i, k, out_idx, row)

@@ -71,6 +71,9 @@ class TagContinuous(KernelEnv):
         )
         self._consts = make_consts(p, autoreset=self.autoreset, seed=self.seed, env_id_offset=self.env_id_offset)
         self._arrays = self._kernel_arrays()
+        # The reset kernel shares the step kernel's signature but reads no actions. A buffer of its own
+        # (not a state array): the CUDA simulator copies top-level array args back after a launch.
+        self._no_actions = self._view(torch.zeros((1, 1, 2), dtype=torch.int64, device=dev))
 
     def _kernel_arrays(self) -> TagArrays:
         v = self._view
@@ -98,7 +101,7 @@ class TagContinuous(KernelEnv):
 
     def _launch_reset(self, mask: torch.Tensor) -> None:
         self._reset_mask.copy_(mask)
-        self._launch(tag_reset, self._arrays.episode)  # any int array: the reset kernel ignores actions
+        self._launch(tag_reset, self._no_actions)
 
     def _launch_step(self, actions: torch.Tensor) -> None:
         self._launch(tag_step, self._view(actions))

@@ -123,8 +123,11 @@ def tag_move(e, i, s, c, actions):
     speed = min(max(s.speed[e, i] + acceleration, _ZERO), vmax) * alive
     if speed <= _ZERO or speed >= vmax:
         acceleration = _ZERO
-    x = s.x[e, i] + speed * cos32(direction)
-    y = s.y[e, i] + speed * sin32(direction)
+    x = s.x[e, i]
+    y = s.y[e, i]
+    if speed != _ZERO:  # x + 0 * cos(d) == x bit for bit: stopped and dead agents skip the trig
+        x = x + speed * cos32(direction)
+        y = y + speed * sin32(direction)
     edge = _ZERO
     if x < _ZERO or x > c.grid_length or y < _ZERO or y > c.grid_length:
         x = min(max(x, _ZERO), c.grid_length)

@@ -77,8 +77,9 @@ def make_consts(p: TagContinuousParams, *, autoreset: bool, seed: int, env_id_of
     L = f32(p.grid_length)
     n_agents = p.num_agents
     k = p.num_other_agents_observed
-    # Uniform density n/L^2 holds k agents within L*sqrt(k/(pi n)); 1.5x margin covers wall effects.
-    search = f32(1.5 * float(L) * math.sqrt(k / (math.pi * max(n_agents - 1, 1))))
+    # Uniform density n/L^2 holds k agents within L*sqrt(k/(pi n)); 1.2x covers some of the wall effects
+    # (k_nearest rescales the radius from the count it finds).
+    search = f32(1.2 * float(L) * math.sqrt(k / (math.pi * max(n_agents - 1, 1))))
     return TagConsts(
         num_taggers=np.int32(p.num_taggers),
         num_runners=np.int32(p.num_runners),

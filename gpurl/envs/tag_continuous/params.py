@@ -78,6 +78,18 @@ class TagContinuousParams:
 
     def validate(self) -> None:
         """Raise ValueError naming the first parameter outside its allowed range."""
+        # Types first: the range rules below compare, which a str would turn into a bare TypeError.
+        int_fields = {"num_taggers", "num_runners", "episode_length", "num_acceleration_levels",
+                      "num_turn_levels", "num_other_agents_observed"}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "bool" and not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"tag_continuous parameter {f.name} must be a bool, got {value!r}")
+            if f.name in int_fields and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+                raise ValueError(f"tag_continuous parameter {f.name} must be an int, got {value!r}")
+            if f.type in ("float",) and (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
+                                         or not math.isfinite(value)):
+                raise ValueError(f"tag_continuous parameter {f.name} must be a finite number, got {value!r}")
         rules = [
             ("num_taggers", self.num_taggers >= 1, ">= 1"),
             ("num_runners", self.num_runners >= 1, ">= 1"),
@@ -95,15 +107,6 @@ class TagContinuousParams:
             ("num_other_agents_observed", 1 <= self.num_other_agents_observed <= self.num_agents,
              f"in [1, num_agents={self.num_agents}]"),
         ]
-        int_fields = {"num_taggers", "num_runners", "episode_length", "num_acceleration_levels",
-                      "num_turn_levels", "num_other_agents_observed"}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in int_fields and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
-                raise ValueError(f"tag_continuous parameter {f.name} must be an int, got {value!r}")
-            if f.type in ("float",) and (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
-                                         or not math.isfinite(value)):
-                raise ValueError(f"tag_continuous parameter {f.name} must be a finite number, got {value!r}")
         for name, ok, rule in rules:
             if not ok:
                 raise ValueError(f"tag_continuous parameter {name} must be {rule}, got {getattr(self, name)!r}")

@@ -1,0 +1,62 @@
+"""Split one env step into its kernel phases: time prefixes of the phase list on one frozen state.
+
+Prefix n = the step kernel cut after its n-th phase (a real EnvKernel built from the same phases).
+Before every timed launch the env's state and buffers are restored from one snapshot, so each prefix
+runs on identical input; a phase's cost is prefix(n) - prefix(n-1). Uses internals of the built-in
+env (its kernel arguments), which is fine for a benchmark and nothing a user needs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+
+import gpurl
+from gpurl.envs.tag_continuous.kernels import tag_step
+from gpurl.kernels import EnvKernel
+
+from _common import sync
+
+
+def _buffers(env) -> list[torch.Tensor]:
+    state = [getattr(env.state, f.name) for f in dataclasses.fields(env.state)]
+    return state + [env.obs, env.final_obs, env.reward, env.terminated, env.truncated, env._finished,
+                    env._tagged_by]
+
+
+def time_phases(name: str, params: dict, num_envs: int, args, device, repeats: int = 7) -> list[dict]:
+    from env_throughput import action_pool  # noqa: PLC0415  (same folder, avoids a cycle at import)
+
+    env = gpurl.make("tag_continuous", num_envs=num_envs, device=device, seed=args.seed, validate=False, **params)
+    env.reset()
+    actions = action_pool(env, 8, args.seed)
+    for t in range(args.warmup):
+        env.step(actions[t % len(actions)])
+    snapshot = [b.clone() for b in _buffers(env)]
+    act = env._view(actions[0])
+    prefixes = [EnvKernel(f"prefix{n}", list(tag_step.phases[:n]), tag_step.nargs)
+                for n in range(1, len(tag_step.phases) + 1)]
+    best = []
+    for kernel in prefixes:
+        kernel.launch(env.target, env.num_envs, env.num_agents, env._arrays, env._consts, act)  # compile
+        seconds = float("inf")
+        for _ in range(repeats):
+            for buf, saved in zip(_buffers(env), snapshot):
+                buf.copy_(saved)
+            sync(env.device)
+            start = time.perf_counter()
+            kernel.launch(env.target, env.num_envs, env.num_agents, env._arrays, env._consts, act,
+                          stream=env._stream())
+            sync(env.device)
+            seconds = min(seconds, time.perf_counter() - start)
+        best.append(seconds)
+    rows, previous = [], 0.0
+    print(f"\nphases of one step: {name}, num_envs={num_envs} (prefix timing on one frozen state)")
+    for phase, total in zip(tag_step.phases, best):
+        cost = max(total - previous, 0.0)
+        rows.append(dict(phase=phase.fn.__name__, kind=phase.kind, ms=cost * 1e3))
+        print(f"  {phase.fn.__name__:28s} {phase.kind:5s} {cost * 1e3:8.3f} ms")
+        previous = max(previous, total)
+    print(f"  {'whole step':28s} {'':5s} {best[-1] * 1e3:8.3f} ms")
+    return rows
