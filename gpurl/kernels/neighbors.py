@@ -35,7 +35,7 @@ _HALF = np.float32(0.5)
 _GROW = np.float32(2.0)
 _AIM_FACTOR = np.float32(1.2)  # aim a little over k candidates: rank cost grows as count^2
 _AIM_SLACK = np.float32(2.0)
-_MAX_BISECTIONS = 64
+_MAX_BISECTIONS = 24  # radius steps before the exact fallback
 
 
 def knn_scratch_shapes(target: str, rows: int, num_agents: int, k: int) -> dict[str, tuple[int, int]]:
@@ -56,17 +56,19 @@ def pair_distance(x, y, e, i, j):
 
 
 @device
-def next_radius(radius, low, high, inside, want, capacity):
+def next_radius(radius, low, high, inside, want, capacity, farthest_inside):
     """Next search radius after ``inside`` agents were counted within ``radius``.
 
     Counts grow with the area, so the radius is rescaled by sqrt(aim / inside) (aim: a little over
     ``want``, well under ``capacity``); the (low, high) bracket keeps it converging when the density
-    is far from uniform, falling back to bisection when the proposal leaves the bracket.
+    is far from uniform, falling back to bisection when the proposal leaves the bracket. Any radius
+    at or above ``farthest_inside`` counts the same agents, so that is the bracket's new top; when
+    the bracket closes (agents tied at one distance) the caller switches to the exact fallback.
     """
     if inside < want:
         low = radius
     else:
-        high = radius
+        high = farthest_inside
     aim = np.float32(want) * _AIM_FACTOR + _AIM_SLACK
     if aim > np.float32(capacity):
         aim = np.float32(capacity)
@@ -80,14 +82,19 @@ def next_radius(radius, low, high, inside, want, capacity):
 
 @device
 def count_within(x, y, alive, e, i, radius):
-    """(eligible others within ``radius``, all eligible others) for agent ``i``; eligible = alive."""
+    """(eligible others within ``radius``, all eligible others, farthest distance among those within)
+    for agent ``i``; eligible = alive."""
     inside = 0
     total = 0
+    farthest = np.float32(0.0)
     for j in range(x.shape[1]):
         eligible = (j != i) & (alive[e, j] != 0)
+        d = pair_distance(x, y, e, i, j)
+        within = eligible & (d <= radius)
         total += eligible
-        inside += eligible & (pair_distance(x, y, e, i, j) <= radius)
-    return inside, total
+        inside += within
+        farthest = max(farthest, d if within else np.float32(0.0))
+    return inside, total, farthest
 
 
 @device
@@ -141,12 +148,14 @@ def k_nearest(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_dist, 
     radius = np.float32(radius_hint)
     low = np.float32(0.0)
     high = _INF
-    inside, total = count_within(x, y, alive, e, i, radius)
+    inside, total, farthest = count_within(x, y, alive, e, i, radius)
     want = min(k, total)
     steps = 0
     while (inside < want or inside > capacity) and steps < _MAX_BISECTIONS:
-        radius, low, high = next_radius(radius, low, high, inside, want, capacity)
-        inside, total = count_within(x, y, alive, e, i, radius)
+        radius, low, high = next_radius(radius, low, high, inside, want, capacity, farthest)
+        if not (low < radius < high):
+            break
+        inside, total, farthest = count_within(x, y, alive, e, i, radius)
         steps += 1
     if inside < want or inside > capacity:
         return select_by_repeated_minimum(x, y, alive, e, i, k, out_idx, row)
@@ -182,11 +191,17 @@ def _k_nearest_cpu(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_d
     steps = 0
     while True:
         inside = 0
+        farthest = np.float32(0.0)
         for j in range(n_agents):
-            inside += dist_row[row, j] <= radius
+            d = dist_row[row, j]
+            within = d <= radius
+            inside += within
+            farthest = max(farthest, d if within else np.float32(0.0))
         if (inside >= want and inside <= capacity) or steps == _MAX_BISECTIONS:
             break
-        radius, low, high = next_radius(radius, low, high, inside, want, capacity)
+        radius, low, high = next_radius(radius, low, high, inside, want, capacity, farthest)
+        if not (low < radius < high):
+            break
         steps += 1
     if inside < want or inside > capacity:
         return select_by_repeated_minimum(x, y, alive, e, i, k, out_idx, row)

@@ -8,8 +8,8 @@ A phase is a plain-Python function over arrays:
 Consecutive phases are separated by a barrier: every write of phase p is visible to phase p+1 in
 the same env. The CUDA build runs one block per env (WarpDrive's layout); each thread strides over
 agents, so an env may hold more agents than a block has threads; a barrier is ``syncthreads`` and a
-per-env phase runs on thread 0. The CPU build is ``prange`` over envs with the phases as consecutive
-loops inside, so a barrier costs nothing. The author writes no thread index, launch or backend switch.
+per-env phase runs on thread 0. The CPU build is ``prange`` over envs running the phases one after
+another inside each env's iteration, so a barrier costs nothing. The author writes no thread index, launch or backend switch.
 
 ``args`` are whatever Numba accepts as kernel arguments: arrays, scalars, and (named) tuples of them.
 """
@@ -43,18 +43,20 @@ def per_env(fn) -> Phase:
     return Phase("env", fn if isinstance(fn, DeviceFunction) else DeviceFunction(fn))
 
 
-def _cpu_sources(name: str, phases: tuple[Phase, ...], nargs: int) -> tuple[str, str]:
-    """Sources of the CPU per-env body ``{name}_env`` and the prange driver ``{name}``."""
+def _cpu_sources(name: str, phases: tuple[Phase, ...], nargs: int) -> tuple[list[str], str]:
+    """Sources of one CPU function per phase (``{name}_p{p}``: the phase over one env's agents) and
+    of the prange driver ``{name}`` that calls them in order for each env."""
     args = ", ".join(f"a{k}" for k in range(nargs))
-    body = [f"def {name}_env(e, num_agents, {args}):"]
+    bodies = []
     for p, phase in enumerate(phases):
         if phase.kind == "agent":
-            body += ["    for i in range(num_agents):", f"        phase{p}(e, i, {args})"]
+            call = f"    for i in range(num_agents):\n        phase{p}(e, i, {args})"
         else:
-            body.append(f"    phase{p}(e, {args})")
-    driver = [f"def {name}(num_envs, num_agents, {args}):",
-              "    for e in prange(num_envs):", f"        {name}_env(e, num_agents, {args})"]
-    return "\n".join(body) + "\n", "\n".join(driver) + "\n"
+            call = f"    phase{p}(e, {args})"
+        bodies.append(f"def {name}_p{p}(e, num_agents, {args}):\n{call}\n")
+    calls = "\n".join(f"        {name}_p{p}(e, num_agents, {args})" for p in range(len(phases)))
+    driver = f"def {name}(num_envs, num_agents, {args}):\n    for e in prange(num_envs):\n{calls}\n"
+    return bodies, driver
 
 
 def _cuda_source(name: str, phases: tuple[Phase, ...], nargs: int) -> str:
@@ -119,12 +121,14 @@ class EnvKernel:
             return _exec(_cuda_source(fname, self.phases, self.nargs), fname, namespace)
         import numba
 
-        # Phases are inlined into a per-env body that is *not* the prange loop itself: Numba's parfor
-        # pass drops the side effects of inline="always" calls made directly in a prange body
-        # (NamedTuple arguments), and without IR inlining each phase call would pass ~200 exploded
-        # array fields. One call per env to the body costs nothing.
-        body_src, driver_src = _cpu_sources(fname, self.phases, self.nargs)
-        namespace[f"{fname}_env"] = numba.njit(_exec(body_src, f"{fname}_env", namespace))
+        # Each phase's loop over agents is its own function with the phase inlined into it (a call per
+        # agent would pass ~200 exploded array fields). Reference counting is off (_nrt=False): kernels
+        # never allocate, and counting every array taken out of the argument tuple cost more than the
+        # work itself. The prange driver calls the loops per env; they are not inlined into it because
+        # Numba's parfor pass drops the side effects of inline="always" calls made in a prange body.
+        bodies, driver_src = _cpu_sources(fname, self.phases, self.nargs)
+        for p, body_src in enumerate(bodies):
+            namespace[f"{fname}_p{p}"] = numba.njit(_nrt=False)(_exec(body_src, f"{fname}_p{p}", namespace))
         namespace["prange"] = numba.prange
         return _exec(driver_src, fname, namespace)
 
