@@ -40,10 +40,15 @@ def parse_args():
     ap.add_argument("--agent-steps", type=float, default=2e6,
                     help="agent-steps per timed repeat (sets the step count of each cell)")
     ap.add_argument("--repeats", type=int, default=3, help="timed repeats per cell (best is kept)")
-    ap.add_argument("--warmup", type=int, default=30, help="untimed steps per cell after compiling")
-    ap.add_argument("--max-agents", type=float, default=5e6,
-                    help="skip cells with more agents than this (4096 x 1005 on a CPU is slow)")
-    ap.add_argument("--phases", action="store_true", help="also time each kernel phase at the largest size")
+    ap.add_argument("--warmup", type=int, default=100,
+                    help="untimed steps per cell after compiling (fewer for big cells: see --warmup-agent-steps)")
+    ap.add_argument("--warmup-agent-steps", type=float, default=2e7,
+                    help="cap on warm-up work per cell, in agent-steps (at least 10 steps)")
+    ap.add_argument("--max-agents", type=float, default=None,
+                    help="skip cells with more agents than this (default: 1.1e6 on a CPU, where "
+                         "4096 x 1005 takes seconds per step; no limit on a GPU)")
+    ap.add_argument("--phases", action="store_true", help="also time each kernel phase (see --phases-envs)")
+    ap.add_argument("--phases-envs", type=int, default=1000, help="num_envs of the phase split")
     ap.add_argument("--seed", type=int, default=0)
     return ap.parse_args()
 
@@ -73,9 +78,9 @@ def bench_cell(name: str, num_envs: int, args, device) -> dict:
                      **CONFIGS[name])
     env.reset()
     actions = action_pool(env, 8, args.seed)
-    for t in range(args.warmup):
-        env.step(actions[t % len(actions)])
     agents = num_envs * env.num_agents
+    for t in range(max(10, min(args.warmup, int(args.warmup_agent_steps / agents)))):
+        env.step(actions[t % len(actions)])
     steps = max(3, min(500, int(args.agent_steps / agents)))
     per_step = time_steps(env, actions, steps, args.repeats)
     alive = float(env.state.alive.float().mean())  # host-ok: after timing
@@ -94,6 +99,8 @@ def main():
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
         raise SystemExit(f"unknown config(s) {unknown}; choose from {list(CONFIGS)}")
+    if args.max_agents is None:
+        args.max_agents = 1.1e6 if device.type == "cpu" else float("inf")
     machine = describe_machine(device)
     print("env throughput of tag_continuous (random actions from a device-side pool, autoreset on, "
           "validate=False, best of repeats after warm-up)")
@@ -116,11 +123,12 @@ def main():
     if args.phases:
         from phase_timing import time_phases
 
-        phases = time_phases(configs[0], CONFIGS[configs[0]], max(sizes), args, device)
+        phases = time_phases(configs[0], CONFIGS[configs[0]], args.phases_envs, args, device)
     machine["numba_threading_layer"] = describe_machine(device).get("numba_threading_layer")
     print_result({"bench": "env_throughput", "machine": machine, "rows": rows, "phases": phases,
                   "settings": {"agent_steps_per_repeat": args.agent_steps, "repeats": args.repeats,
-                               "warmup": args.warmup}})
+                               "warmup": args.warmup, "warmup_agent_steps": args.warmup_agent_steps,
+                               "max_agents": args.max_agents}})
 
 
 if __name__ == "__main__":
