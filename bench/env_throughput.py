@@ -7,7 +7,8 @@ of tensors cycled through, so the timing is the env alone), autoreset is on, the
 is off (``validate=False``, as in training). Each cell warms up (compiles, leaves the synchronised
 start), then times whole steps with a device sync at both ends; the best of several repeats is kept
 because neighbours on a shared machine only ever add time. ``--phases`` also splits one step into
-its kernel phases. CPU figures are CPU figures: never compare them with GPU numbers.
+its kernel phases. The last line is ``RESULT {json}`` with every row. CPU figures are CPU
+figures: never compare them with GPU numbers.
 
     python bench/env_throughput.py                       # default table (a few minutes on 2 vCPUs)
     python bench/env_throughput.py --sizes 1000 --configs tag-10v100 --phases

@@ -3,7 +3,8 @@
 Prefix n = the step kernel cut after its n-th phase (a real EnvKernel built from the same phases).
 Before every timed launch the env's state and buffers are restored from one snapshot, so each prefix
 runs on identical input; a phase's cost is prefix(n) - prefix(n-1). Uses internals of the built-in
-env (its kernel arguments), which is fine for a benchmark and nothing a user needs.
+env (its kernel arguments), which is fine for a benchmark and nothing a user needs. Its rows go into
+env_throughput.py's RESULT line (``--phases``).
 """
 from __future__ import annotations
 

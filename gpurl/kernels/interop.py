@@ -28,7 +28,7 @@ def kernel_view(tensor: torch.Tensor, target: str):
     if t.dtype == torch.bool:
         t = t.view(torch.uint8)
     if t.device.type == "cpu":
-        return t.numpy()
+        return t.numpy()  # host-ok: a zero-copy view of host memory, no transfer
     if target != "cuda":
         raise ValueError(f"a {t.device} tensor cannot feed a {target!r} kernel")
     from numba import cuda
