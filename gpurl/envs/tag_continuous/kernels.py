@@ -3,7 +3,8 @@
 Every phase takes ``(e, [i,] s, c, actions)``: env e, agent i, ``s`` = :class:`TagArrays`,
 ``c`` = :class:`TagConsts`, ``actions`` int [E, N, 2]. The step order is the spec's:
 
-  begin (timestep+1) | move | observe + find tags | apply tags, rewards | end flags
+  begin (timestep+1) | move | observe + find tags | runners: tag penalty, exit, end bonus
+  | per env: credit taggers, runners left, terminated/truncated
   | autoreset: save final obs + redraw agents | reset counters | observe new episode
 
 An env that finished with ``autoreset=False`` is frozen (``s.finished``): every phase skips it, so its
