@@ -1,6 +1,6 @@
 """torch owns the memory; kernels get zero-copy views of it.
 
-- CPU: ``tensor.numpy()`` shares storage.
+- CPU: the tensor's NumPy view shares its storage (no copy).
 - CUDA: ``numba.cuda.as_cuda_array`` over ``__cuda_array_interface__`` (no copy), and kernels launch on
   torch's *current* stream so they order with torch work without any synchronisation.
 - CUDA simulator (tests): tensors live on the CPU and the simulator takes NumPy views.

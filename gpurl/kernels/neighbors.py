@@ -6,7 +6,8 @@ Order is (Euclidean distance, then lower index), the distance being the float32 
 Selecting by sorted insertion mispredicts a branch at almost every candidate. Instead:
 
 1. pick a search radius (the caller's density-based hint), count the eligible agents inside it, and
-   bisect the radius until ``k <= count <= capacity`` (usually a single count);
+   rescale the radius from that count (counts grow with the area) until ``k <= count <= capacity``
+   (usually a single count);
 2. gather those candidates into the agent's scratch row;
 3. give each candidate its rank = number of candidates before it in (distance, index) order, a
    branch-free double loop over a handful of candidates, and store it at ``out_idx[row, rank]``.
