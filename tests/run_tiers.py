@@ -8,7 +8,9 @@ Tiers run in separate processes because the simulator switches (NUMBA_ENABLE_CUD
 are read once at import: the sim tier sets both, every other tier runs with both removed. A tier that
 collects no tests (pytest exit 5) fails: every tier must have tests (gpu tests skip without CUDA, they do
 not disappear); ``--allow-empty`` relaxes that for ad-hoc ``-k`` selections. Exits non-zero when any
-tier failed.
+tier failed. The last line is the plain total over all tiers, ``tests: N passed, N failed, N skipped``
+(read from each tier's JUnit XML), so a CI log ends on what ran in every tier, not on the gpu tier's
+skips.
 """
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,8 +59,22 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return args, pytest_args
 
 
-def run_tier(tier: str, pytest_args: list[str]) -> tuple[int, float]:
-    cmd = [sys.executable, "-m", "pytest", "-m", tier, *pytest_args]
+def junit_counts(path: Path) -> dict[str, int]:
+    """passed/failed/skipped of one pytest run from its JUnit XML (errors count as failed)."""
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    if not path.exists():
+        return counts
+    for suite in ET.parse(path).getroot().iter("testsuite"):
+        tests, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
+        failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+        counts["passed"] += tests - skipped - failed
+        counts["failed"] += failed
+        counts["skipped"] += skipped
+    return counts
+
+
+def run_tier(tier: str, pytest_args: list[str], junit: Path) -> tuple[int, float]:
+    cmd = [sys.executable, "-m", "pytest", "-m", tier, f"--junitxml={junit}", *pytest_args]
     switches = " ".join(f"{k}=1" for k in SIMULATOR_ENV) + " " if tier == "sim" else ""
     print(f"\n===== tier {tier}: {switches}python {' '.join(cmd[1:])}", flush=True)
     start = time.perf_counter()
@@ -74,11 +92,16 @@ def verdict(code: int, allow_empty: bool) -> str:
 def main(argv: list[str]) -> int:
     args, pytest_args = parse_args(argv)
     results = []
-    for tier in args.tiers:
-        code, seconds = run_tier(tier, pytest_args)
-        results.append((tier, code, seconds))
-        if code == 2:  # Ctrl-C reaches pytest too: stop instead of starting the next tier
-            break
+    totals = {"passed": 0, "failed": 0, "skipped": 0}
+    with tempfile.TemporaryDirectory(prefix="gpurl-tiers-") as tmp:
+        for tier in args.tiers:
+            junit = Path(tmp) / f"{tier}.xml"
+            code, seconds = run_tier(tier, pytest_args, junit)
+            results.append((tier, code, seconds))
+            for key, n in junit_counts(junit).items():
+                totals[key] += n
+            if code == 2:  # Ctrl-C reaches pytest too: stop instead of starting the next tier
+                break
 
     print("\n===== tiers")
     print(f"{'tier':<8} {'exit':>4}  {'result':<14} {'seconds':>8}")
@@ -89,6 +112,7 @@ def main(argv: list[str]) -> int:
     print(f"total {sum(s for _, _, s in results):.1f} s; "
           + (f"failed: {', '.join(failed)}" if failed else "all passed")
           + (f"; not run: {', '.join(skipped)}" if skipped else ""))
+    print(f"tests: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped", flush=True)
     return 1 if failed or skipped else 0
 
 
