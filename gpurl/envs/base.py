@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numbers
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -31,6 +32,21 @@ def check_seed(seed) -> int:
     if not 0 <= seed < 2**64:
         raise ValueError(f"seed must be in [0, 2**64), got {seed}")
     return int(seed)
+
+
+class StepOutputs(NamedTuple):
+    """Where ``env.step(actions, out=...)`` writes: caller-owned tensors, e.g. slot t of a rollout buffer.
+
+    Every row of ``obs``, ``reward``, ``terminated`` and ``truncated`` is written by every step of an env
+    that is not frozen (``autoreset=False`` and finished); ``final_obs`` only in rows of envs that ended
+    in this step (with ``autoreset=True``).
+    """
+
+    obs: torch.Tensor         # float32 [E, N, obs_dim]
+    reward: torch.Tensor      # float32 [E, N]
+    terminated: torch.Tensor  # bool [E]
+    truncated: torch.Tensor   # bool [E]
+    final_obs: torch.Tensor   # float32 [E, N, obs_dim]
 
 
 class KernelEnv:
@@ -116,18 +132,52 @@ class KernelEnv:
         self._needs_reset = False
         return self.obs
 
-    def step(self, actions: torch.Tensor):
+    def step(self, actions: torch.Tensor, out: StepOutputs | None = None):
         """Advance every env one step. Returns ``(obs, reward, terminated, truncated, info)``.
 
         ``actions``: [num_envs, num_agents, action_dims] int32/int64 (discrete) or float32 (Box) on
         ``env.device``. With ``validate=True`` the values are range-checked before anything changes;
         on CUDA that check reads one flag back to the host, so training loops pass ``validate=False``.
+
+        ``out``: the kernels write this step's results straight into these tensors instead of the env's
+        own buffers (a trainer passes slot t of its rollout storage: no copy per step), and the returned
+        tuple holds them. The env's own ``obs`` buffer is then not updated.
         """
         if self._needs_reset:
             raise RuntimeError("call env.reset() before the first env.step()")
         actions = self._check_actions(actions) if self.validate else self._as_action_tensor(actions)
-        self._launch_step(actions)
-        return self.obs, self.reward, self.terminated, self.truncated, self._info
+        if out is not None and self.validate:
+            self._check_outputs(out)
+        self._launch_step(actions, out)
+        if out is None:
+            return self.obs, self.reward, self.terminated, self.truncated, self._info
+        return out.obs, out.reward, out.terminated, out.truncated, ({"final_obs": out.final_obs}
+                                                                    if self.autoreset else {})
+
+    def step_metrics(self) -> dict[str, torch.Tensor]:
+        """Per-env event counts of the last step, float32 [num_envs] on the device (no host sync).
+
+        Trainers sum them over episodes (e.g. Tag's ``tags``); the base env has none.
+        """
+        return {}
+
+    def _check_outputs(self, out) -> None:
+        if not isinstance(out, StepOutputs):
+            raise TypeError(f"out must be a gpurl.envs.StepOutputs, got {type(out).__name__}")
+        E, N, D = self.num_envs, self.num_agents, self.obs_dim
+        expected = StepOutputs(obs=((E, N, D), torch.float32), reward=((E, N), torch.float32),
+                               terminated=((E,), torch.bool), truncated=((E,), torch.bool),
+                               final_obs=((E, N, D), torch.float32))
+        for name, tensor, (shape, dtype) in zip(StepOutputs._fields, out, expected):
+            if not isinstance(tensor, torch.Tensor):
+                raise TypeError(f"out.{name} must be a torch.Tensor, got {type(tensor).__name__}")
+            if tuple(tensor.shape) != shape or tensor.dtype != dtype:
+                raise ValueError(f"out.{name} must be {dtype} of shape {shape}, "
+                                 f"got {tensor.dtype} of shape {tuple(tensor.shape)}")
+            if tensor.device != self.device:
+                raise ValueError(f"out.{name} must be on {self.device}, got {tensor.device}")
+            if not tensor.is_contiguous():
+                raise ValueError(f"out.{name} must be contiguous (kernels write it in place)")
 
     # ---- checks ----------------------------------------------------------------------------------
 
@@ -178,5 +228,5 @@ class KernelEnv:
     def _launch_reset(self, mask: torch.Tensor) -> None:
         raise NotImplementedError
 
-    def _launch_step(self, actions: torch.Tensor) -> None:
+    def _launch_step(self, actions: torch.Tensor, out: StepOutputs | None) -> None:
         raise NotImplementedError

@@ -10,7 +10,7 @@ import torch
 
 from ...kernels.neighbors import knn_scratch_shapes
 from ...kernels.scratch import num_lanes
-from ..base import KernelEnv
+from ..base import KernelEnv, StepOutputs
 from ..spaces import Group
 from .kernels import tag_reset, tag_step
 from .layout import TagArrays, make_consts
@@ -103,9 +103,18 @@ class TagContinuous(KernelEnv):
         self._reset_mask.copy_(mask)
         self._launch(tag_reset, self._no_actions)
 
-    def _launch_step(self, actions: torch.Tensor) -> None:
-        self._launch(tag_step, self._view(actions))
+    def _launch_step(self, actions: torch.Tensor, out: StepOutputs | None) -> None:
+        arrays = self._arrays
+        if out is not None:
+            v = self._view
+            arrays = arrays._replace(obs=v(out.obs), reward=v(out.reward), terminated=v(out.terminated),
+                                     truncated=v(out.truncated), final_obs=v(out.final_obs))
+        self._launch(tag_step, self._view(actions), arrays)
 
-    def _launch(self, kernel, actions) -> None:
-        kernel.launch(self.target, self.num_envs, self.num_agents, self._arrays, self._consts, actions,
-                      stream=self._stream())
+    def step_metrics(self) -> dict[str, torch.Tensor]:
+        """``tags``: runners tagged in the last step, float32 [num_envs] (valid after autoreset too)."""
+        return {"tags": (self._tagged_by[:, self.params.num_taggers:] >= 0).sum(1, dtype=torch.float32)}
+
+    def _launch(self, kernel, actions, arrays=None) -> None:
+        kernel.launch(self.target, self.num_envs, self.num_agents, arrays or self._arrays, self._consts,
+                      actions, stream=self._stream())

@@ -148,6 +148,7 @@ def tag_move(e, i, s, c, actions):
 def tag_observe_and_find_tags(e, i, s, c, actions):
     """Spec step 3 (obs before tags) and the first half of step 4: which tagger tags runner i."""
     if s.finished[e] != 0:
+        s.tagged_by[e, i] = -1  # a frozen env tags nobody (step_metrics reads this)
         return
     tag_observe(e, i, s, c)
     tagger = -1
@@ -228,6 +229,7 @@ def tag_start_episode(e, s, c):
 def tag_reset_agents(e, i, s, c, actions):
     if s.reset_mask[e] != 0:
         tag_draw_agent(e, i, s, c)
+        s.tagged_by[e, i] = -1
 
 
 def tag_reset_env(e, s, c, actions):

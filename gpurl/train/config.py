@@ -1,0 +1,146 @@
+"""The trainer's configuration: one typed dataclass, presets, and one validation place.
+
+Precedence: field defaults < ``--preset`` < explicit values (CLI flags or keyword arguments).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field, fields
+
+from ..envs.tag_continuous.params import TAG_5V1000, TAG_10V100
+
+
+def _doc(text: str, **kw):
+    return field(metadata={"help": text}, **kw)
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on (saved in every checkpoint)."""
+
+    env: str = _doc("registered env name", default="tag_continuous")
+    env_params: dict = _doc("env parameters passed to gpurl.make (CLI: --env-param KEY=VALUE, repeatable)",
+                            default_factory=dict)
+    preset: str | None = _doc("named configuration applied before explicit values (see PRESETS)", default=None)
+    num_envs: int = _doc("parallel envs", default=64)
+    device: str | None = _doc("'cpu', 'cuda', 'cuda:N', or None for CUDA when usable else CPU", default=None)
+    seed: int = _doc("seeds the envs, the policy init and the action sampling", default=0)
+    iters: int = _doc("training iterations (rollout + update); 0 derives it from total_steps", default=0)
+    total_steps: int = _doc("env steps to train for (num_envs per step) when iters is 0", default=0)
+    rollout_len: int = _doc("steps per env per iteration (T)", default=64)
+    algo: str = _doc("'ppo', or 'a2c' (= one epoch, one minibatch, no clipping)", default="ppo")
+    epochs: int = _doc("passes over each rollout", default=4)
+    minibatches: int = _doc("minibatches per epoch (per group)", default=4)
+    lr: float = _doc("Adam learning rate", default=3e-4)
+    anneal_lr: bool = _doc("anneal the learning rate linearly to 0 over the run", default=True)
+    gamma: float = _doc("discount", default=0.99)
+    gae_lambda: float = _doc("GAE lambda", default=0.95)
+    clip_coef: float = _doc("PPO ratio clip (0 disables clipping)", default=0.2)
+    clip_vloss: bool = _doc("clip the value loss around the old values", default=True)
+    vf_coef: float = _doc("value loss weight", default=0.5)
+    ent_coef: float = _doc("entropy bonus weight", default=0.01)
+    max_grad_norm: float = _doc("gradient-norm clip per group (0 disables)", default=0.5)
+    norm_adv: bool = _doc("normalise advantages per minibatch", default=True)
+    hidden: tuple = _doc("MLP widths of actor and critic (CLI: 64,64)", default=(64, 64))
+    activation: str = _doc("'tanh' or 'relu'", default="tanh")
+    norm_obs: bool = _doc("normalise policy inputs by running mean/std (updated between iterations)",
+                          default=True)
+    frame_stack: int = _doc("observations per policy input (the current one and frame_stack - 1 before it)",
+                            default=1)
+    train_groups: tuple = _doc("groups that learn (CLI: tagger,runner); empty = all; others act randomly",
+                               default=())
+    eval_episodes: int = _doc("episodes measured of a random policy before training and of the trained one "
+                              "after it (same config, own seeds); 0 skips both", default=256)
+    log_dir: str | None = _doc("where logs, checkpoints and the curve go; None = runs/<env>-<time>", default=None)
+    log_every: int = _doc("iterations between log lines", default=1)
+    checkpoint_every: int = _doc("iterations between checkpoints (0 = only at the end)", default=10)
+    resume: str | None = _doc("checkpoint to continue from (its config wins except for iters/total_steps)",
+                              default=None)
+    profile: bool = _doc("write a torch.profiler trace of a few iterations to log_dir", default=False)
+    progress: bool | None = _doc("progress bar; None = only on a TTY outside CI", default=None)
+    torch_threads: int = _doc("torch CPU threads (0 = torch's default)", default=0)
+
+    def validated(self) -> "TrainConfig":
+        """A checked copy with derived values filled in; ValueError names the first bad field."""
+        c = dataclasses.replace(self, env_params=dict(self.env_params), hidden=tuple(self.hidden),
+                                train_groups=tuple(self.train_groups))
+        if c.algo not in ("ppo", "a2c"):
+            raise ValueError(f"algo must be 'ppo' or 'a2c', got {c.algo!r}")
+        if c.algo == "a2c":
+            c.epochs, c.minibatches, c.clip_coef, c.clip_vloss = 1, 1, 0.0, False
+        positive = ["num_envs", "rollout_len", "epochs", "minibatches", "log_every", "frame_stack"]
+        for name in positive:
+            value = getattr(c, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        for name in ["iters", "total_steps", "checkpoint_every", "eval_episodes", "torch_threads", "seed"]:
+            value = getattr(c, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        if c.iters == 0:
+            if c.total_steps == 0:
+                raise ValueError("set iters or total_steps (both are 0)")
+            c.iters = max(1, math.ceil(c.total_steps / (c.num_envs * c.rollout_len)))
+        ranges = {"gamma": (0, 1), "gae_lambda": (0, 1), "clip_coef": (0, math.inf), "lr": (0, math.inf),
+                  "vf_coef": (0, math.inf), "ent_coef": (0, math.inf), "max_grad_norm": (0, math.inf)}
+        for name, (lo, hi) in ranges.items():
+            value = getattr(c, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+                raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {value!r}")
+        if c.lr == 0:
+            raise ValueError("lr must be > 0")
+        if not c.hidden or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in c.hidden):
+            raise ValueError(f"hidden must be widths >= 1, got {c.hidden!r}")
+        if c.activation not in ("tanh", "relu"):
+            raise ValueError(f"activation must be 'tanh' or 'relu', got {c.activation!r}")
+        return c
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        valid = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - valid)
+        if unknown:
+            raise ValueError(f"unknown config key(s) {unknown}; valid keys: {sorted(valid)}")
+        return cls(**data)
+
+
+#: The default CPU run: learns within minutes on 2 vCPUs. Runners move at a fifth of the taggers'
+#: speed, so taggers that learn to steer catch all four; random taggers catch about one.
+TAG_SMALL = dict(
+    num_taggers=2, num_runners=4, grid_length=6.0, episode_length=100, max_speed=0.3,
+    skill_level_runner=0.2, use_full_observation=False, num_other_agents_observed=3,
+    tagging_distance=0.035, tag_reward_for_tagger=10.0, tag_penalty_for_runner=-10.0,
+)
+
+# Tag's observation has no absolute heading (only other agents' positions and headings relative to
+# the observer's), so a memoryless policy cannot tell which way it is moving; two stacked frames
+# give it its own velocity, and with it the ability to steer towards (or away from) someone.
+_TAG_TRAINING = dict(frame_stack=2, lr=1e-3, gamma=0.95, minibatches=8)
+
+#: name -> config values; "env_params" replaces the env's parameters as a whole.
+PRESETS: dict[str, dict] = {
+    "tag-small": dict(env="tag_continuous", env_params=TAG_SMALL, num_envs=128, rollout_len=64, iters=160,
+                      **_TAG_TRAINING),
+    "tag-10v100": dict(env="tag_continuous", env_params=TAG_10V100, num_envs=100, rollout_len=64, iters=100,
+                       **_TAG_TRAINING),
+    "tag-5v1000": dict(env="tag_continuous", env_params=TAG_5V1000, num_envs=64, rollout_len=32, iters=100,
+                       **_TAG_TRAINING),
+}
+
+
+def build_config(preset: str | None = None, **explicit) -> TrainConfig:
+    """Field defaults, then the preset's values, then ``explicit`` ones; validated."""
+    values: dict = {}
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+        values.update(PRESETS[preset])
+        if "total_steps" in explicit and "iters" not in explicit:
+            values["iters"] = 0  # an explicit step budget replaces the preset's iteration count
+    values.update(explicit)
+    values["preset"] = preset
+    return TrainConfig.from_dict(values).validated()

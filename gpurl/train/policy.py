@@ -1,0 +1,125 @@
+"""Actor-critic policies: one per agent group, shared by the group's agents.
+
+An actor MLP maps an observation row to every action head's parameters (the logits of each
+categorical head of a Discrete/MultiDiscrete space, concatenated; the mean of a Box space); a critic
+MLP of the same widths maps it to a value. Actor and critic are separate networks (as in CleanRL):
+Tag's rewards of +-10 per tag give value targets in the tens, whose gradients would swamp the policy's
+in a shared trunk.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import gymnasium
+import torch
+from torch import nn
+
+from .distributions import Categoricals, DiagGaussian
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def mlp(in_dim: int, widths: Sequence[int], out_dim: int, activation: str, out_gain: float) -> nn.Sequential:
+    """Linear layers ``in_dim -> widths... -> out_dim`` with orthogonal init (PPO's usual gains)."""
+    layers: list[nn.Module] = []
+    dims = [in_dim, *widths]
+    for a, b in zip(dims[:-1], dims[1:]):
+        layers += [_orthogonal(nn.Linear(a, b), math.sqrt(2)), ACTIVATIONS[activation]()]
+    layers.append(_orthogonal(nn.Linear(dims[-1], out_dim), out_gain))
+    return nn.Sequential(*layers)
+
+
+def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def make_distribution(space: gymnasium.Space):
+    """The action distribution family of a Gymnasium space (Discrete, MultiDiscrete or Box)."""
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return Categoricals([int(space.n)])
+    if isinstance(space, gymnasium.spaces.MultiDiscrete):
+        if space.nvec.ndim != 1:
+            raise ValueError(f"MultiDiscrete action spaces must be 1-D, got nvec of shape {space.nvec.shape}")
+        return Categoricals([int(n) for n in space.nvec])
+    if isinstance(space, gymnasium.spaces.Box):
+        if len(space.shape) != 1:
+            raise ValueError(f"Box action spaces must be 1-D, got shape {space.shape}")
+        return DiagGaussian(int(space.shape[0]))
+    raise TypeError(f"no policy head for action space {space!r} (Discrete, MultiDiscrete or Box)")
+
+
+class RunningNorm(nn.Module):
+    """Observation normalisation with running mean and variance (buffers: saved with the policy).
+
+    Updated between iterations from the rollout just collected (``update``), never during one, so the
+    update phase sees exactly the inputs the rollout acted on.
+    """
+
+    def __init__(self, dim: int, clip: float = 10.0):
+        super().__init__()
+        self.clip = clip
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("var", torch.ones(dim))
+        self.register_buffer("count", torch.tensor(1e-4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ((x - self.mean) * torch.rsqrt(self.var + 1e-8)).clamp_(-self.clip, self.clip)
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Merge the statistics of ``x`` [B, dim] (parallel Welford update, all on the device)."""
+        batch_var, batch_mean = torch.var_mean(x, dim=0, correction=0)
+        n = x.shape[0]
+        total = self.count + n
+        delta = batch_mean - self.mean
+        self.mean += delta * (n / total)
+        self.var.copy_((self.var * self.count + batch_var * n + delta.square() * (self.count * n / total)) / total)
+        self.count.copy_(total)
+
+
+class ActorCritic(nn.Module):
+    """Policy and value of one agent group.
+
+    ``obs``: float32 [B, in_dim]; ``actions``: [B, action_dims] (int64 for categorical heads, float32
+    for Box). Returned log-probs, entropies and values are float32 [B].
+    """
+
+    def __init__(self, in_dim: int, space: gymnasium.Space, widths: Sequence[int] = (64, 64),
+                 activation: str = "tanh", norm_obs: bool = True):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.in_dim = in_dim
+        self.dist = make_distribution(space)
+        self.actor = mlp(in_dim, widths, self.dist.num_params, activation, out_gain=0.01)
+        self.critic = mlp(in_dim, widths, 1, activation, out_gain=1.0)
+        # Box heads learn a state-independent log standard deviation (empty for categorical heads).
+        self.log_std = nn.Parameter(torch.zeros(self.dist.num_log_std))
+        self.obs_norm = RunningNorm(in_dim) if norm_obs else nn.Identity()
+
+    @property
+    def action_dims(self) -> int:
+        return self.dist.action_dims
+
+    @property
+    def action_dtype(self) -> torch.dtype:
+        return self.dist.action_dtype
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(self.obs_norm(obs)).squeeze(-1)
+
+    def act(self, obs: torch.Tensor, generator: torch.Generator | None = None):
+        """Sample actions: ``(action [B, action_dims], log_prob [B], value [B])``, no autograd graph."""
+        with torch.no_grad():
+            x = self.obs_norm(obs)
+            action, log_prob = self.dist.sample(self.actor(x), self.log_std, generator)
+            return action, log_prob, self.critic(x).squeeze(-1)
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor):
+        """``(log_prob [B], entropy [B], value [B])`` of given actions, with gradients."""
+        x = self.obs_norm(obs)
+        log_prob, entropy = self.dist.log_prob_entropy(self.actor(x), self.log_std, actions)
+        return log_prob, entropy, self.critic(x).squeeze(-1)

@@ -1,0 +1,145 @@
+"""A whole training run: random baseline, training loop, logs, checkpoints, final measurement, curve.
+
+``train(config)`` is what ``bench/tag_ppo.py`` calls; it returns the run's result dict (the RESULT
+line's payload).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+
+from .checkpoint import load_checkpoint, save_checkpoint
+from .config import TrainConfig
+from .outputs import RunLog, plot_curve, progress_wanted
+from .trainer import Trainer
+
+#: Fields a resumed run may change; every other field comes from the checkpoint.
+RESUME_OVERRIDABLE = ("iters", "total_steps", "log_dir", "log_every", "checkpoint_every", "profile", "progress",
+                      "resume", "torch_threads", "device")
+
+
+def resume_config(checkpoint: dict, overrides: dict) -> TrainConfig:
+    """The checkpoint's config with the run-control fields in ``overrides`` replaced."""
+    saved = TrainConfig.from_dict(checkpoint["config"])
+    fixed = sorted(set(overrides) - set(RESUME_OVERRIDABLE))
+    if fixed:
+        raise ValueError(f"--resume continues the saved config; these cannot change: {fixed} "
+                         f"(changeable: {list(RESUME_OVERRIDABLE)})")
+    changes = dict(overrides)
+    if "iters" in changes or "total_steps" in changes:
+        changes.setdefault("iters", 0)
+        changes.setdefault("total_steps", 0)
+    return dataclasses.replace(saved, **changes).validated()
+
+
+def default_log_dir(cfg: TrainConfig) -> Path:
+    return Path("runs") / f"{cfg.preset or cfg.env}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print) -> dict:
+    """Run ``cfg`` (continuing ``checkpoint`` if given) and return the result payload."""
+    cfg = cfg.validated()
+    trainer = Trainer(cfg)
+    extras: dict = {}
+    if checkpoint is not None:
+        trainer.load_state_dict(checkpoint)
+        extras = dict(checkpoint["extras"])
+    log_dir = Path(cfg.log_dir) if cfg.log_dir else default_log_dir(cfg)
+    cfg = trainer.config = dataclasses.replace(trainer.config, log_dir=str(log_dir))
+    say(f"gpurl train: env={cfg.env} preset={cfg.preset} device={trainer.device} num_envs={cfg.num_envs} "
+        f"agents={trainer.env.num_agents} groups={list(trainer.env.groups)} trained={trainer.trained} "
+        f"iters={cfg.iters} (from {trainer.iteration}) rollout_len={cfg.rollout_len} log_dir={log_dir}")
+
+    if "baseline" not in extras:
+        extras["baseline"] = {}
+        if cfg.eval_episodes:
+            say(f"measuring a random policy over >= {cfg.eval_episodes} episodes (same config, seed {cfg.seed + 1})")
+            extras["baseline"] = trainer.evaluate(random=True, min_episodes=cfg.eval_episodes, seed=cfg.seed + 1)
+    baseline = extras["baseline"]
+
+    runlog = RunLog(log_dir, cfg.iters, trainer.iteration, progress_wanted(cfg.progress))
+    phases: dict[str, float] = {}
+    train_seconds, train_steps = 0.0, 0
+    profiler = _profiler(cfg, log_dir)
+    try:
+        with profiler or nullcontext():
+            while trainer.iteration < cfg.iters:
+                t0 = time.perf_counter()
+                losses = trainer.iterate()
+                scalars = trainer.read_losses(losses)  # NaN/Inf stops the run here, before any checkpoint
+                seconds = time.perf_counter() - t0
+                train_seconds += seconds
+                train_steps += cfg.num_envs * cfg.rollout_len
+                if profiler is not None:
+                    profiler.step()
+                last = trainer.iteration == cfg.iters
+                if trainer.iteration % cfg.log_every == 0 or last:
+                    for name, value in trainer.timer.read().items():
+                        phases[name] = phases.get(name, 0.0) + value
+                    # Envs start in step, so some intervals see few episode ends: wait for a quarter of them.
+                    scalars.update(trainer.stats.read(min_episodes=max(1, cfg.num_envs // 4)))
+                    scalars["agent_steps_per_s"] = cfg.num_envs * cfg.rollout_len * trainer.env.num_agents / seconds
+                    scalars["lr"] = trainer.optimizer.param_groups[0]["lr"]
+                    runlog.log(trainer.iteration, trainer.env_steps, scalars)
+                if last or (cfg.checkpoint_every and trainer.iteration % cfg.checkpoint_every == 0):
+                    save_checkpoint(log_dir / "checkpoint.pt", {**trainer.state_dict(), "extras": extras})
+    finally:
+        runlog.close()
+    final = {}
+    if cfg.eval_episodes:
+        say(f"measuring the trained policy over >= {cfg.eval_episodes} episodes (seed {cfg.seed + 2})")
+        final = trainer.evaluate(random=False, min_episodes=cfg.eval_episodes, seed=cfg.seed + 2)
+    curve = plot_curve(runlog.rows, log_dir / "learning_curve.png", baseline,
+                       f"{cfg.preset or cfg.env}: {cfg.num_envs} envs x {trainer.env.num_agents} agents, "
+                       f"{trainer.device}")
+    result = _result(cfg, trainer, baseline, final, phases, train_seconds, train_steps, log_dir, curve)
+    (log_dir / "result.json").write_text(json.dumps(result, indent=1, sort_keys=True))
+    return result
+
+
+def _profiler(cfg: TrainConfig, log_dir: Path):
+    """torch.profiler over iterations 2-3 (after warm-up), trace into log_dir."""
+    if not cfg.profile:
+        return None
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    return profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
+                   on_trace_ready=tensorboard_trace_handler(str(log_dir / "profile")))
+
+
+def _result(cfg, trainer, baseline, final, phases, train_seconds, train_steps, log_dir, curve) -> dict:
+    agents = trainer.env.num_agents
+    result = {
+        "device": str(trainer.device), "env": cfg.env, "preset": cfg.preset, "num_envs": cfg.num_envs,
+        "num_agents": agents, "iterations": trainer.iteration, "env_steps": trainer.env_steps,
+        "agent_steps": trainer.env_steps * agents, "rollout_len": cfg.rollout_len, "algo": cfg.algo,
+        "seed": cfg.seed, "world_size": 1, "dist": "single",
+        "agent_steps_per_s": train_steps * agents / train_seconds if train_seconds else None,
+        "train_seconds": train_seconds,
+        "phase_seconds": {k: round(v, 4) for k, v in sorted(phases.items())},
+        "log_dir": str(log_dir), "learning_curve": str(curve) if curve else None,
+    }
+    for key in sorted({*baseline, *final}):
+        if key != "episodes":
+            name = key.replace("return/", "return_")
+            result[f"{name}_random"] = baseline.get(key)
+            result[f"{name}_final"] = final.get(key)
+    return result
+
+
+def main_from_config(cfg: TrainConfig) -> dict:
+    """Front-end helper: resume if asked, train, and print a one-line summary to stderr."""
+    checkpoint = None
+    if cfg.resume:
+        checkpoint = load_checkpoint(cfg.resume)
+    result = train(cfg, checkpoint)
+    print(f"done: {result['iterations']} iterations, {result['agent_steps_per_s']:.3g} agent-steps/s",
+          file=sys.stderr)
+    return result

@@ -1,0 +1,104 @@
+"""Rollout storage: every buffer of one iteration, allocated once on the device, ``[T, E, N, ...]``.
+
+The env writes each step straight into slot t (``step_outputs(t)``), the policy writes actions,
+log-probs and values beside them, and GAE fills advantages and returns. With a frame history
+(``history`` = frame_stack - 1 > 0) the observation buffer keeps the last ``history`` observations of
+the previous iteration in front, so a policy input at t can look back across the iteration boundary.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..envs.base import StepOutputs
+
+
+class RolloutStorage:
+    """Buffers for T steps of E envs x N agents.
+
+    - ``obs`` float32 [H + T + 1, E, N, D]: the observation the policy acts on at step t is slot H + t;
+      slot H + T is the one after the last step (bootstrap value). H = ``history``.
+    - ``starts`` bool [H + T + 1, E]: that slot's observation is the first of its episode.
+    - ``final_obs`` float32 [T, E, N, D]: last observation of an episode that ended at step t (rows of
+      other envs are stale).
+    - ``reward`` float32 [T, E, N]; ``terminated``/``truncated`` bool [T, E].
+    - ``actions`` [T, E, N, A]; ``log_prob``, ``advantages``, ``returns``, ``final_value`` float32
+      [T, E, N]; ``value`` float32 [T + 1, E, N].
+    """
+
+    def __init__(self, steps: int, num_envs: int, num_agents: int, obs_dim: int, action_dims: int,
+                 action_dtype: torch.dtype, history: int, device: torch.device):
+        T, E, N, D, H = steps, num_envs, num_agents, obs_dim, history
+        self.steps, self.history = T, H
+        f32 = dict(dtype=torch.float32, device=device)
+        flag = dict(dtype=torch.bool, device=device)
+        self.obs = torch.zeros(H + T + 1, E, N, D, **f32)
+        self.starts = torch.zeros(H + T + 1, E, **flag)
+        self.final_obs = torch.zeros(T, E, N, D, **f32)
+        self.reward = torch.zeros(T, E, N, **f32)
+        self.terminated = torch.zeros(T, E, **flag)
+        self.truncated = torch.zeros(T, E, **flag)
+        self.actions = torch.zeros(T, E, N, action_dims, dtype=action_dtype, device=device)
+        self.log_prob = torch.zeros(T, E, N, **f32)
+        self.value = torch.zeros(T + 1, E, N, **f32)
+        self.final_value = torch.zeros(T, E, N, **f32)
+        self.advantages = torch.zeros(T, E, N, **f32)
+        self.returns = torch.zeros(T, E, N, **f32)
+
+    def start(self, first_obs: torch.Tensor) -> None:
+        """Begin from freshly reset envs: ``first_obs`` [E, N, D] is every env's first observation."""
+        H = self.history
+        self.obs[:H].zero_()
+        self.obs[H].copy_(first_obs)
+        self.starts[:H + 1] = True
+
+    def step_outputs(self, t: int) -> StepOutputs:
+        """Where the env's step t writes: next observation into slot H + t + 1, the rest into slot t."""
+        return StepOutputs(obs=self.obs[self.history + t + 1], reward=self.reward[t],
+                           terminated=self.terminated[t], truncated=self.truncated[t],
+                           final_obs=self.final_obs[t])
+
+    def mark_starts(self, t: int) -> None:
+        """After step t: the next observation starts an episode where step t ended one."""
+        torch.logical_or(self.terminated[t], self.truncated[t], out=self.starts[self.history + t + 1])
+
+    def roll_over(self) -> None:
+        """Carry the last H + 1 observations to the front for the next iteration."""
+        T, H = self.steps, self.history
+        # clone: with T < H + 1 the two ranges overlap.
+        self.obs[:H + 1] = self.obs[T:T + H + 1].clone()
+        self.starts[:H + 1] = self.starts[T:T + H + 1].clone()
+
+    # ---- policy inputs ---------------------------------------------------------------------------
+
+    def policy_input(self, t0: int, t1: int, agents: slice, obs_dim: int) -> torch.Tensor:
+        """Inputs of steps t0..t1-1 for ``agents``: float32 [t1 - t0, E, n, obs_dim * (H + 1)].
+
+        Frame h (h = 0 the current one) is the observation h steps back, zeroed when an episode start
+        lies between it and the current one (it belongs to an earlier episode).
+        """
+        H = self.history
+        frames = [self.obs[H + t0:H + t1, :, agents, :obs_dim]]
+        valid = None
+        for h in range(1, H + 1):
+            start_between = self.starts[H + t0 - h + 1:H + t1 - h + 1]
+            valid = ~start_between if valid is None else valid & ~start_between
+            frames.append(self.obs[H + t0 - h:H + t1 - h, :, agents, :obs_dim] * valid[..., None, None])
+        return frames[0] if H == 0 else torch.cat(frames, -1)
+
+    def final_input(self, t: torch.Tensor, e: torch.Tensor, agents: slice, obs_dim: int) -> torch.Tensor:
+        """Inputs at the final observation of the episodes that ended at (t[i], e[i]): [len(t), n, in_dim].
+
+        The final observation plays the part of slot H + t + 1 of its own episode; older frames come
+        from the observation buffer, zeroed across an earlier episode start.
+        """
+        H = self.history
+        frames = [self.final_obs[t, e][:, agents, :obs_dim]]
+        valid = None
+        for h in range(1, H + 1):
+            slot = H + t + 1 - h
+            if h > 1:
+                start_between = self.starts[slot + 1, e]
+                valid = ~start_between if valid is None else valid & ~start_between
+            frame = self.obs[slot, e][:, agents, :obs_dim]
+            frames.append(frame if valid is None else frame * valid[:, None, None])
+        return frames[0] if H == 0 else torch.cat(frames, -1)

@@ -1,0 +1,145 @@
+"""``env.step(actions, out=StepOutputs(...))`` (gpurl/envs/base.py): the kernels write into caller tensors
+exactly what a twin env writes into its own buffers; bad ``out`` tensors are refused before anything
+changes. And Tag's ``step_metrics()["tags"]`` against the runners that left the game.
+
+The first step of the process compiles Tag's CPU kernels (about a minute on 2 vCPUs); later envs reuse
+them, so the tests here build fresh small envs freely.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import gpurl
+from gpurl.envs import StepOutputs
+
+from tag_env_helpers import assert_env_unchanged, env_snapshot
+from tag_harness import random_actions
+
+pytestmark = pytest.mark.cpu
+
+E, STEPS = 5, 15
+# A tagging radius of 0.3 * grid_length: tags (and terminations) in most episodes; 6-step episodes
+# truncate too, so 15 steps cross both kinds of episode end.
+PARAMS = dict(num_taggers=2, num_runners=5, episode_length=6, tagging_distance=0.3)
+
+
+def make(**overrides):
+    return gpurl.make("tag_continuous", num_envs=E, device="cpu", seed=3, **{**PARAMS, **overrides})
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """Compile the kernels once for the module (reset and step are separate kernels)."""
+    env = make()
+    env.reset()
+    env.step(torch.zeros(E, env.num_agents, env.action_dims, dtype=torch.int64))
+
+
+def sentinel_outputs(env, steps: int = 1) -> StepOutputs:
+    """[steps, ...] caller buffers filled with NaN / True, so an unwritten row cannot pass for a written one."""
+    N, D = env.num_agents, env.obs_dim
+    nan = lambda *shape: torch.full((steps, *shape), float("nan"))  # noqa: E731
+    flag = lambda: torch.ones(steps, E, dtype=torch.bool)  # noqa: E731
+    return StepOutputs(obs=nan(E, N, D), reward=nan(E, N), terminated=flag(), truncated=flag(), final_obs=nan(E, N, D))
+
+
+def slot(buffers: StepOutputs, t: int) -> StepOutputs:
+    return StepOutputs(*(b[t] for b in buffers))
+
+
+def test_step_into_out_matches_twin_env(compiled):
+    mine, twin = make(), make()
+    mine.reset()
+    twin.reset()
+    own = {k: getattr(mine, k).clone() for k in ("obs", "reward", "terminated", "truncated", "final_obs")}
+    buffers = sentinel_outputs(mine, STEPS)
+    gen = torch.Generator().manual_seed(0)
+    ends = np.zeros(2, dtype=int)
+    for t in range(STEPS):
+        actions = random_actions(mine, gen)
+        obs, reward, term, trunc, info = (x.clone() if isinstance(x, torch.Tensor) else x
+                                          for x in twin.step(actions))
+        out = slot(buffers, t)
+        got = mine.step(actions, out=out)
+        # The returned tuple holds the caller's tensors, not the env's buffers.
+        assert all(a is b for a, b in zip(got[:4], out[:4])) and got[4]["final_obs"] is out.final_obs
+        assert torch.equal(out.obs, obs), f"step {t} obs"
+        assert torch.equal(out.reward, reward), f"step {t} reward"
+        assert torch.equal(out.terminated, term), f"step {t} terminated"
+        assert torch.equal(out.truncated, trunc), f"step {t} truncated"
+        ended = term | trunc
+        assert torch.equal(out.final_obs[ended], info["final_obs"][ended]), f"step {t} final_obs"
+        assert not (term & trunc).any()
+        ends += [int(term.sum()), int(trunc.sum())]
+    assert ends[0] > 0 and ends[1] > 0, f"15 steps should see terminations and truncations, got {ends}"
+    # Same actions, same seed: the states agree too.
+    for k in ("x", "y", "speed", "alive", "timestep", "episode"):
+        assert torch.equal(getattr(mine.state, k), getattr(twin.state, k)), k
+    # The env's own output buffers kept what reset() left there (the twin's moved on).
+    for k, before in own.items():
+        assert torch.equal(getattr(mine, k), before), f"env.{k} was written although out was given"
+    assert not torch.equal(twin.obs, own["obs"])
+
+
+def _bad(field: str, make_tensor):
+    def replace(env, good: StepOutputs) -> StepOutputs:
+        return good._replace(**{field: make_tensor(env, getattr(good, field))})
+    return replace
+
+
+BAD_OUT = {
+    "obs_shape": (_bad("obs", lambda env, t: torch.zeros(E, env.num_agents, env.obs_dim + 1)), ValueError, "out.obs"),
+    "reward_dtype": (_bad("reward", lambda env, t: t.double()), ValueError, "out.reward"),
+    "terminated_dtype": (_bad("terminated", lambda env, t: t.to(torch.uint8)), ValueError, "out.terminated"),
+    "final_obs_strided": (_bad("final_obs", lambda env, t: torch.zeros(E, env.obs_dim, env.num_agents).transpose(1, 2)),
+                          ValueError, "out.final_obs must be contiguous"),
+    "truncated_numpy": (_bad("truncated", lambda env, t: t.numpy()), TypeError, "out.truncated"),
+    "plain_tuple": (lambda env, good: tuple(good), TypeError, "StepOutputs"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_OUT))
+def test_bad_out_is_refused_before_anything_changes(compiled, case):
+    env = make()
+    env.reset()
+    gen = torch.Generator().manual_seed(1)
+    env.step(random_actions(env, gen))     # a state that is not the reset one
+    good = slot(sentinel_outputs(env), 0)
+    snap = env_snapshot(env)
+    timestep = env.state.timestep.clone()
+    corrupt, error, message = BAD_OUT[case]
+    actions = random_actions(env, gen)
+    with pytest.raises(error, match=message):
+        env.step(actions, out=corrupt(env, good))
+    assert torch.equal(env.state.timestep, timestep)
+    assert_env_unchanged(env, snap)
+    assert good.reward.isnan().all() and good.obs.isnan().all()   # the well-formed tensors untouched too
+    # The same step with a valid out goes through: the refusal was about out alone.
+    env.step(actions, out=good)
+    assert torch.equal(env.state.timestep, torch.where(good.terminated | good.truncated, 0, timestep + 1))
+
+
+def test_tags_metric_counts_runners_leaving_the_game(compiled):
+    # Long episodes: no truncation, so an env that ended in a step terminated (every runner tagged).
+    env = make(episode_length=1000)
+    assert env.params.runner_exits_game_after_tagged
+    env.reset()
+    T = env.params.num_taggers
+    gen = torch.Generator().manual_seed(2)
+    total, terminations = 0, 0
+    for t in range(STEPS):
+        alive_before = env.state.alive[:, T:].clone()
+        _, _, term, trunc, _ = env.step(random_actions(env, gen))
+        tags = env.step_metrics()["tags"]
+        assert tags.dtype == torch.float32 and tags.shape == (E,)
+        assert not trunc.any()
+        left = ((alive_before == 1) & (env.state.alive[:, T:] == 0)).sum(1)
+        # An env that terminated was autoreset in the same step (everyone alive again): all of the
+        # runners that were still in the game were tagged.
+        want = torch.where(term, alive_before.sum(1), left).float()
+        assert torch.equal(tags, want), f"step {t}: tags {tags.tolist()} want {want.tolist()}"
+        total += int(want.sum())
+        terminations += int(term.sum())
+    assert total > 0 and terminations > 0, (total, terminations)
