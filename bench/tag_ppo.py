@@ -8,8 +8,9 @@
 
 Writes metrics.csv, TensorBoard events, checkpoint.pt, learning_curve.png and result.json into the log
 dir, and ends with one line ``RESULT {json}``: device, env, num_envs, num_agents, iterations, env_steps,
-agent_steps_per_s (end to end over the training loop), phase_seconds (act, env, bookkeeping,
-advantages, learn) and, for Tag, tags_per_episode_random (uniformly random taggers and runners, same
+agent_steps_per_s (end to end over the training loop, after one warm-up iteration that compiles the
+kernels; timed_iterations says over how many), phase_seconds (act, env, bookkeeping, advantages,
+learn) and, for Tag, tags_per_episode_random (uniformly random taggers and runners, same
 config, measured in this run) and tags_per_episode_final (the trained policies).
 """
 from __future__ import annotations

@@ -29,6 +29,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -37,6 +38,12 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:

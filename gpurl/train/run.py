@@ -66,6 +66,9 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print) -> dict:
     runlog = RunLog(log_dir, cfg.iters, trainer.iteration, progress_wanted(cfg.progress))
     phases: dict[str, float] = {}
     train_seconds, train_steps = 0.0, 0
+    # The first iteration of a process compiles the env kernels (unless the baseline did): it is not
+    # counted in the throughput or the phase split when more iterations follow.
+    warmup = 1 if cfg.iters - trainer.iteration > 1 else 0
     profiler = _profiler(cfg, log_dir)
     try:
         with profiler or nullcontext():
@@ -74,8 +77,12 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print) -> dict:
                 losses = trainer.iterate()
                 scalars = trainer.read_losses(losses)  # NaN/Inf stops the run here, before any checkpoint
                 seconds = time.perf_counter() - t0
-                train_seconds += seconds
-                train_steps += cfg.num_envs * cfg.rollout_len
+                if warmup:
+                    warmup = 0
+                    trainer.timer.read()
+                else:
+                    train_seconds += seconds
+                    train_steps += cfg.num_envs * cfg.rollout_len
                 if profiler is not None:
                     profiler.step()
                 last = trainer.iteration == cfg.iters
@@ -122,7 +129,7 @@ def _result(cfg, trainer, baseline, final, phases, train_seconds, train_steps, l
         "agent_steps": trainer.env_steps * agents, "rollout_len": cfg.rollout_len, "algo": cfg.algo,
         "seed": cfg.seed, "world_size": 1, "dist": "single",
         "agent_steps_per_s": train_steps * agents / train_seconds if train_seconds else None,
-        "train_seconds": train_seconds,
+        "train_seconds": train_seconds, "timed_iterations": train_steps // (cfg.num_envs * cfg.rollout_len),
         "phase_seconds": {k: round(v, 4) for k, v in sorted(phases.items())},
         "log_dir": str(log_dir), "learning_curve": str(curve) if curve else None,
     }
