@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 FORMAT = "gpurl-checkpoint-v1"
-REQUIRED = ("format", "config", "iteration", "env_steps", "policies", "optimizer", "generator", "env_state",
-            "history_obs", "history_starts", "episode_stats", "extras")
+REQUIRED = ("format", "config", "iteration", "env_steps", "policies", "optimizer", "generator", "step_counter",
+            "env_state", "history_obs", "history_starts", "episode_stats", "extras")
 
 
 class CheckpointError(ValueError):

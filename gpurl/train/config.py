@@ -48,6 +48,9 @@ class TrainConfig:
                           default=True)
     frame_stack: int = _doc("observations per policy input (the current one and frame_stack - 1 before it)",
                             default=1)
+    policy_backend: str = _doc("acting: 'fused' (one Triton kernel per group), 'torch' (its reference), "
+                               "'auto' (fused on CUDA, torch on the CPU)", default="auto")
+    cuda_graph: bool = _doc("on CUDA, capture the whole rollout as one CUDA graph and replay it", default=True)
     train_groups: tuple = _doc("groups that learn (CLI: tagger,runner); empty = all; others act randomly",
                                default=())
     eval_episodes: int = _doc("episodes measured of a random policy before training and of the trained one "
@@ -92,6 +95,8 @@ class TrainConfig:
             raise ValueError("lr must be > 0")
         if not c.hidden or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in c.hidden):
             raise ValueError(f"hidden must be widths >= 1, got {c.hidden!r}")
+        if c.policy_backend not in ("auto", "torch", "fused"):
+            raise ValueError(f"policy_backend must be 'auto', 'torch' or 'fused', got {c.policy_backend!r}")
         if c.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {c.activation!r}")
         return c

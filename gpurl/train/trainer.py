@@ -16,10 +16,12 @@ from torch import nn
 
 from ..envs import make, resolve_device
 from .config import TrainConfig
-from .gae import gae_ref
+from ..fusion.gae import gae
 from .metrics import EpisodeStats, PhaseTimer, nvtx_range
 from .policy import ActorCritic
 from .ppo import STAT_NAMES, GroupBatch, ppo_update
+from ..fusion.actor_op import FusedActor
+from ..fusion.graph import GraphedRollout
 from .random_policy import RandomPolicy
 from .storage import RolloutStorage
 
@@ -68,6 +70,18 @@ class Trainer:
                                   sorted(self.env.step_metrics()), self.device)
         self.timer = PhaseTimer(self.device)
         self.random_policies = {n: RandomPolicy(g.action_space, self.device) for n, g in groups.items()}
+        # Categorical groups act through the fused actor op (counter RNG keyed by seed, global agent id
+        # and step: the same actions from the Triton kernel and its torch reference); Box groups sample
+        # with the generator.
+        self.actors = {
+            name: FusedActor(self.policies[name], cfg.activation, cfg.policy_backend, cfg.seed,
+                             self.env.env_id_offset, self.env.num_agents, groups[name].agents.start)
+            for name in self.trained if hasattr(self.policies[name].dist, "nvec")
+        }
+        self.step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
+        self.graphed = None
+        if cfg.cuda_graph and self.device.type == "cuda" and set(self.actors) == set(groups):
+            self.graphed = GraphedRollout(lambda: self._rollout_steps(timed=False))
         self.iteration = 0
         self.env_steps = 0
         self.storage.start(self.env.reset())
@@ -90,30 +104,49 @@ class Trainer:
             if cfg.norm_obs:  # for the next rollout; this one's update saw the statistics it acted on
                 for name, batch in batches.items():
                     self.policies[name].obs_norm.update(batch.inputs)
+            for actor in self.actors.values():  # the rollout reads weights from static buffers
+                actor.sync()
         self.storage.roll_over()
         self.iteration += 1
         self.env_steps += cfg.num_envs * cfg.rollout_len
         return losses
 
     def rollout(self) -> None:
+        """T steps of act + env + bookkeeping; on CUDA (``cuda_graph``) one graph replay after warm-up,
+        timed as one phase ("rollout") since a graph has no per-phase boundaries."""
+        if self.graphed is None:
+            self._rollout_steps(timed=True)
+            return
+        with self.timer.phase("rollout"):
+            self.graphed()
+
+    def _rollout_steps(self, timed: bool) -> None:
         s, env = self.storage, self.env
+        phase = self.timer.phase if timed else (lambda name: nvtx_range(name))
         for t in range(s.steps):
-            with self.timer.phase("act"):
-                self.act(s, t, self.generator)
-            with self.timer.phase("env"):
+            with phase("act"):
+                self.act(s, t, self.generator, self.step_counter)
+                self.step_counter += 1
+            with phase("env"):
                 env.step(s.actions[t], out=s.step_outputs(t))
-            with self.timer.phase("bookkeeping"):
+            with phase("bookkeeping"):
                 s.mark_starts(t)
                 self.stats.update(s.reward[t], s.terminated[t], s.truncated[t], env.step_metrics())
 
-    def act(self, s: RolloutStorage, t: int, generator: torch.Generator, random: bool = False) -> None:
-        """Actions, log-probs and values of step t for every group, into slot t."""
+    def act(self, s: RolloutStorage, t: int, generator: torch.Generator, step: torch.Tensor,
+            random: bool = False, seed: int | None = None) -> None:
+        """Actions, log-probs and values of step t for every group, into slot t (``step``: int64 [1]
+        on the device, the counter RNG's step; ``seed`` overrides the run's for evaluation)."""
         for name, group in self.env.groups.items():
             agents = group.agents
             if random or name not in self.policies:
                 s.actions[t, :, agents] = self.random_policies[name](s.actions[t, :, agents].shape, generator)
                 continue
             x = s.policy_input(t, t + 1, agents, group.obs_dim)[0]
+            if name in self.actors:
+                self.actors[name](x, step, s.actions[t, :, agents], s.log_prob[t, :, agents], s.value[t, :, agents],
+                                  seed)
+                continue
             E, n, _ = x.shape
             action, log_prob, value = self.policies[name].act(x.reshape(E * n, -1), generator)
             s.actions[t, :, agents] = action.view(E, n, -1)
@@ -135,8 +168,9 @@ class Trainer:
             if len(ended_t):
                 xf = s.final_input(ended_t, ended_e, agents, group.obs_dim)
                 s.final_value[ended_t, ended_e, agents] = policy.value(xf.reshape(-1, xf.shape[-1])).view(xf.shape[:2])
-        s.advantages, s.returns = gae_ref(s.reward, s.value, s.final_value, s.terminated, s.truncated,
-                                          cfg.gamma, cfg.gae_lambda)
+        backend = {"auto": "auto", "torch": "torch", "fused": "triton"}[cfg.policy_backend]
+        s.advantages, s.returns = gae(s.reward, s.value, s.final_value, s.terminated, s.truncated,
+                                      cfg.gamma, cfg.gae_lambda, backend=backend)
 
     def group_batches(self) -> dict[str, GroupBatch]:
         s = self.storage
@@ -168,10 +202,12 @@ class Trainer:
                            self.storage.actions.dtype, self.storage.history, self.device)
         stats = EpisodeStats(cfg.num_envs, self.stats.groups, self.stats.metric_names, self.device)
         generator = torch.Generator(self.device).manual_seed(seed)
+        step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         s.start(env.reset())
         results: dict[str, float] = {}
         for step in range(1, max_steps + 1):
-            self.act(s, 0, generator, random=random)
+            self.act(s, 0, generator, step_counter, random=random, seed=seed)
+            step_counter += 1
             env.step(s.actions[0], out=s.step_outputs(0))
             s.mark_starts(0)
             stats.update(s.reward[0], s.terminated[0], s.truncated[0], env.step_metrics())
@@ -192,6 +228,7 @@ class Trainer:
             "config": self.config.to_dict(), "iteration": self.iteration, "env_steps": self.env_steps,
             "policies": {k: v.cpu() for k, v in self.policies.state_dict().items()},
             "optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state().cpu(),
+            "step_counter": self.step_counter.cpu(),
             "env_state": env_state, "history_obs": s.obs[:H + 1].cpu(), "history_starts": s.starts[:H + 1].cpu(),
             "episode_stats": {k: v.cpu() for k, v in self.stats.state_dict().items()},
         }
@@ -206,6 +243,9 @@ class Trainer:
         self.policies.load_state_dict(state["policies"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
+        self.step_counter.copy_(state["step_counter"])
+        for actor in self.actors.values():
+            actor.sync()
         self.stats.load_state_dict(state["episode_stats"])
         self.iteration, self.env_steps = int(state["iteration"]), int(state["env_steps"])
 
