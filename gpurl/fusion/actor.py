@@ -12,6 +12,8 @@ replaying the launch sees the current step (a scalar argument would be frozen at
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .counter_rng import uniform_ref
@@ -28,8 +30,10 @@ def _act_ref(x: torch.Tensor, activation: str) -> torch.Tensor:
     return torch.tanh(x) if activation == "tanh" else torch.relu(x)
 
 
+@functools.lru_cache(maxsize=64)
 def global_agent_ids(E: int, n: int, env_offset: int, num_agents: int, group_start: int, device) -> torch.Tensor:
-    """int64 [E * n]: (env_offset + e) * num_agents + group_start + i for row (e, i)."""
+    """int64 [E * n]: (env_offset + e) * num_agents + group_start + i for row (e, i). Cached (the
+    rollout asks for the same ids every step); callers must not write into it."""
     e = torch.arange(E, device=device).repeat_interleave(n)
     i = torch.arange(n, device=device).repeat(E)
     return (env_offset + e) * num_agents + group_start + i
@@ -53,19 +57,20 @@ def actor_step_ref(x: torch.Tensor, packed: PackedPolicy, step: torch.Tensor, se
             h = _act_ref(h @ wh[k] + b[k + 1], p.activation)
         outs.append(h)
     ha, hc = outs
+    # All heads at once: padded logits carry a -1e30 bias, so they add nothing to the sums and the
+    # inverse CDF never stops on them (the clamp only guards u * s rounding past the last real one).
     logits = (ha @ p.a_wo + p.a_bo).view(E * n, p.heads, p.NP)
     ids = global_agent_ids(E, n, env_offset, num_agents, group_start, x.device)
-    total_logp = torch.zeros(E * n, device=x.device)
-    for h in range(p.heads):
-        lg = logits[:, h]
-        m = lg.max(-1, keepdim=True).values
-        ex = torch.exp(lg - m)
-        s = ex.sum(-1)
-        u = uniform_ref(seed, ids, step, h)
-        a = (torch.cumsum(ex, -1) < (u * s).unsqueeze(-1)).sum(-1).clamp(max=p.nvec[h] - 1)
-        action[:, :, h] = a.view(E, n)
-        total_logp += lg.gather(-1, a.unsqueeze(-1)).squeeze(-1) - m.squeeze(-1) - torch.log(s)
-    log_prob.copy_(total_logp.view(E, n))
+    heads = torch.arange(p.heads, device=x.device)
+    u = uniform_ref(seed, ids.unsqueeze(1), step, heads)                      # [rows, heads]
+    m = logits.max(-1, keepdim=True).values
+    ex = torch.exp(logits - m)
+    s = ex.sum(-1)
+    a = (torch.cumsum(ex, -1) < (u * s).unsqueeze(-1)).sum(-1)
+    a = torch.minimum(a, p.nvec_t.to(torch.int64) - 1)
+    action.copy_(a.view(E, n, p.heads))
+    logp = logits.gather(-1, a.unsqueeze(-1)).squeeze(-1) - m.squeeze(-1) - torch.log(s)
+    log_prob.copy_(logp.sum(-1).view(E, n))
     value.copy_((hc @ p.c_wo + p.c_bo).view(E, n))
 
 

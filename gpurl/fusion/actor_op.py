@@ -78,8 +78,15 @@ class FusedActor:
                  value: torch.Tensor, seed: int | None = None) -> None:
         """x float32 [E, n, in_dim]; step int64 [1] (device); outputs [E, n, heads] / [E, n] views."""
         p = self.packed
+        seed = self.seed if seed is None else seed
+        if not self.fused:
+            # Same function the op runs on this path; calling it directly saves the custom-op dispatch
+            # (tens of microseconds per call, which the CPU rollout pays every step).
+            actor_step_ref(x, p, step, seed, self.env_offset, self.num_agents, self.group_start,
+                           action, log_prob, value)
+            return
         torch.ops.gpurl.actor_step(
-            x, *p.tensors(), step, action, log_prob, value, *split_seed(self.seed if seed is None else seed),
+            x, *p.tensors(), step, action, log_prob, value, *split_seed(seed),
             self.env_offset,
             self.num_agents, self.group_start, p.activation, float(p.norm_clip or 0.0), p.nvec, self.fused)
 

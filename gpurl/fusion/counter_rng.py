@@ -25,8 +25,9 @@ def mix32_ref(x: torch.Tensor) -> torch.Tensor:
     return x ^ (x >> 16)
 
 
-def uniform_ref(seed: int, agent: torch.Tensor, step: torch.Tensor, head: int) -> torch.Tensor:
-    """float32 uniforms in [0, 1), shape of ``agent`` (int64 global agent ids); ``step`` int64 scalar tensor."""
+def uniform_ref(seed: int, agent: torch.Tensor, step: torch.Tensor, head: int | torch.Tensor) -> torch.Tensor:
+    """float32 uniforms in [0, 1), shape of ``agent`` (int64 global agent ids) broadcast with ``head``
+    (an int, or an int64 tensor of head indices); ``step`` int64 scalar tensor."""
     seed_lo, seed_hi = seed & MASK32, (seed >> 32) & MASK32
     x = mix32_ref(((step & MASK32) * GOLDEN + head) & MASK32)
     x = mix32_ref((agent & MASK32) ^ x)
