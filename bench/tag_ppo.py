@@ -5,6 +5,7 @@
     python bench/tag_ppo.py --preset tag-10v100 --num-envs 100 --iters 20
     python bench/tag_ppo.py --resume runs/<dir>/checkpoint.pt --iters 400
     python bench/tag_ppo.py --help                   # one flag per config field
+    torchrun --nproc_per_node=2 bench/tag_ppo.py --dist data_parallel    # every GPU of a node (gloo on CPUs)
 
 Writes metrics.csv, TensorBoard events, checkpoint.pt, learning_curve.png and result.json into the log
 dir, and ends with one line ``RESULT {json}``: device, env, num_envs, num_agents, iterations, env_steps,
@@ -23,12 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import describe_machine, print_result  # noqa: E402
 
 from gpurl.train.cli import config_from_args  # noqa: E402
-from gpurl.train.run import main_from_config  # noqa: E402
+from gpurl.multigpu.launch import main_from_config  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
     cfg = config_from_args(argv, description=__doc__.split("\n\n")[0])
     result = main_from_config(cfg)
+    if result is None:  # not the main rank: rank 0 prints and writes
+        return {}
     import torch
 
     machine = describe_machine(torch.device(result["device"]))

@@ -27,6 +27,7 @@ def payload() -> dict:
         optimizer={"state": {0: {"step": torch.tensor(3.0), "exp_avg": torch.randn(4, 3, generator=g)}},
                    "param_groups": [{"lr": 1e-3, "params": [0]}]},
         generator=torch.Generator().manual_seed(9).get_state(),
+        sample_generator=torch.Generator().manual_seed(10).get_state(),
         step_counter=torch.tensor([17]),
         env_state={"x": torch.rand(2, 5, generator=g), "alive": torch.ones(2, 5, dtype=torch.int32)},
         history_obs=torch.randn(2, 2, 5, 4, generator=g),

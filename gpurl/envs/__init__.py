@@ -2,7 +2,9 @@
 from .base import KernelEnv, StepOutputs
 from .registry import make, register, registered, resolve_device
 from .spaces import Group
+from .simple_tag import SimpleTag
 from .tag_continuous import TagContinuous
+from .tag_gridworld import TagGridworld
 
 
 def _tag_continuous(**kwargs):
@@ -10,5 +12,14 @@ def _tag_continuous(**kwargs):
 
 
 register("tag_continuous", _tag_continuous)
+register("simple_tag", SimpleTag)
 
-__all__ = ["Group", "KernelEnv", "StepOutputs", "TagContinuous", "make", "register", "registered", "resolve_device"]
+
+def _tag_gridworld(**kwargs):
+    return TagGridworld(**kwargs)
+
+
+register("tag_gridworld", _tag_gridworld)
+
+__all__ = ["Group", "KernelEnv", "StepOutputs", "TagContinuous", "TagGridworld", "make", "register", "registered",
+           "resolve_device"]

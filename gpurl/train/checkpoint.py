@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-FORMAT = "gpurl-checkpoint-v1"
-REQUIRED = ("format", "config", "iteration", "env_steps", "policies", "optimizer", "generator", "step_counter",
+FORMAT = "gpurl-checkpoint-v2"  # v2: separate shuffle/sampling generators, global env state
+REQUIRED = ("format", "config", "iteration", "env_steps", "policies", "optimizer", "generator", "sample_generator", "step_counter",
             "env_state", "history_obs", "history_starts", "episode_stats", "extras")
 
 

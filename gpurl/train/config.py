@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field, fields
 
 from ..envs.tag_continuous.params import TAG_5V1000, TAG_10V100
+from ..envs.tag_gridworld.params import TAG_GRID_4
 
 
 def _doc(text: str, **kw):
@@ -63,6 +64,15 @@ class TrainConfig:
     profile: bool = _doc("write a torch.profiler trace of a few iterations to log_dir", default=False)
     progress: bool | None = _doc("progress bar; None = only on a TTY outside CI", default=None)
     torch_threads: int = _doc("torch CPU threads (0 = torch's default)", default=0)
+    dist: str = _doc("distribution policy: 'single', 'data_parallel' (env+actor+learner per rank, gradients "
+                     "all-reduced), 'central_learner' (env+actor per rank, learner on rank 0), or 'auto' "
+                     "(data_parallel under torchrun with several ranks, else single)", default="auto")
+    dist_timeout: float = _doc("seconds after which a silent or lost rank stops every other rank with an error",
+                               default=300.0)
+    replication_check_every: int = _doc("data_parallel: iterations between checks that every rank holds the "
+                                        "same parameters (0 = never)", default=10)
+    max_staleness: int = _doc("central_learner: how many updates behind the learner an actor's weights may "
+                              "be (0 = synchronous, trajectories always from the current policy)", default=0)
 
     def validated(self) -> "TrainConfig":
         """A checked copy with derived values filled in; ValueError names the first bad field."""
@@ -97,6 +107,12 @@ class TrainConfig:
             raise ValueError(f"hidden must be widths >= 1, got {c.hidden!r}")
         if c.policy_backend not in ("auto", "torch", "fused"):
             raise ValueError(f"policy_backend must be 'auto', 'torch' or 'fused', got {c.policy_backend!r}")
+        if c.dist not in ("auto", "single", "data_parallel", "central_learner"):
+            raise ValueError(f"dist must be 'auto', 'single', 'data_parallel' or 'central_learner', got {c.dist!r}")
+        if c.dist_timeout <= 0:
+            raise ValueError(f"dist_timeout must be > 0 seconds, got {c.dist_timeout}")
+        if c.replication_check_every < 0 or c.max_staleness < 0:
+            raise ValueError("replication_check_every and max_staleness must be >= 0")
         if c.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {c.activation!r}")
         return c
@@ -134,6 +150,13 @@ PRESETS: dict[str, dict] = {
                        **_TAG_TRAINING),
     "tag-5v1000": dict(env="tag_continuous", env_params=TAG_5V1000, num_envs=64, rollout_len=32, iters=100,
                        **_TAG_TRAINING),
+    # MPE simple_tag 3v1v2 (mpe2's defaults): 25-step episodes, velocities in the observation, so no
+    # frame stack; two episodes per rollout.
+    "simple-tag": dict(env="simple_tag", env_params={}, num_envs=256, rollout_len=50, iters=100, lr=1e-3,
+                       gamma=0.95, minibatches=4, ent_coef=0.01),
+    # WarpDrive's gridworld benchmark configuration (4 taggers, 101 x 101 cells, 2000 envs).
+    "grid-4": dict(env="tag_gridworld", env_params=TAG_GRID_4, num_envs=2000, rollout_len=32, iters=100,
+                   lr=1e-3, gamma=0.98, minibatches=8),
 }
 
 

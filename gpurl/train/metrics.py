@@ -51,13 +51,18 @@ class EpisodeStats:
         self._done_count += ended.sum()
         self._running *= (1.0 - ended).unsqueeze(1)
 
-    def read(self, min_episodes: int = 1) -> dict[str, float]:
-        """Means over episodes finished since the last read (one host read). With fewer than
+    def read(self, min_episodes: int = 1, comm=None) -> dict[str, float]:
+        """Means over episodes finished since the last read (one host read), summed over ranks by
+        ``comm`` (collective then: every rank calls it and gets the same answer). With fewer than
         ``min_episodes`` finished, returns {} and keeps accumulating (a mean of two episodes is noise)."""
-        count = float(self._done_count)  # host-ok: once per log interval
+        totals = torch.cat([self._done_sum, self._done_count.view(1)])
+        if comm is not None:
+            totals = comm.all_reduce_(totals.clone())
+        totals = totals.tolist()  # host-ok: once per log interval
+        count = totals[-1]
         if count < max(min_episodes, 1):
             return {}
-        sums = self._done_sum.tolist()   # host-ok: once per log interval
+        sums = totals[:-1]
         self._done_sum.zero_()
         self._done_count.zero_()
         G = len(self.groups)

@@ -69,10 +69,18 @@ class RunningNorm(nn.Module):
         return ((x - self.mean) * torch.rsqrt(self.var + 1e-8)).clamp_(-self.clip, self.clip)
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor) -> None:
-        """Merge the statistics of ``x`` [B, dim] (parallel Welford update, all on the device)."""
-        batch_var, batch_mean = torch.var_mean(x, dim=0, correction=0)
-        n = x.shape[0]
+    def update(self, x: torch.Tensor, comm=None) -> None:
+        """Merge the statistics of ``x`` [B, dim], summed over ranks by ``comm`` (parallel Welford
+        update, all on the device; the batch moments in float64 so sums over ranks lose nothing)."""
+        moments = torch.cat([x.new_tensor([x.shape[0]], dtype=torch.float64),
+                             x.double().sum(0), x.double().square().sum(0)])
+        if comm is not None:
+            comm.all_reduce_(moments)
+        dim = x.shape[1]
+        n = moments[0]
+        batch_mean = moments[1:1 + dim] / n
+        batch_var = (moments[1 + dim:] / n - batch_mean.square()).clamp(min=0)
+        batch_mean, batch_var, n = batch_mean.float(), batch_var.float(), n.float()
         total = self.count + n
         delta = batch_mean - self.mean
         self.mean += delta * (n / total)

@@ -14,14 +14,16 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
 from .config import TrainConfig
 from .outputs import RunLog, plot_curve, progress_wanted
+from .placement import Placement
 from .trainer import Trainer
 
 #: Fields a resumed run may change; every other field comes from the checkpoint.
 RESUME_OVERRIDABLE = ("iters", "total_steps", "log_dir", "log_every", "checkpoint_every", "profile", "progress",
-                      "resume", "torch_threads", "device")
+                      "resume", "torch_threads", "device", "dist", "dist_timeout", "replication_check_every",
+                      "max_staleness")
 
 
 def resume_config(checkpoint: dict, overrides: dict) -> TrainConfig:
@@ -42,10 +44,18 @@ def default_log_dir(cfg: TrainConfig) -> Path:
     return Path("runs") / f"{cfg.preset or cfg.env}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print) -> dict:
-    """Run ``cfg`` (continuing ``checkpoint`` if given) and return the result payload."""
+def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement: Placement | None = None) -> dict | None:
+    """Run ``cfg`` (continuing ``checkpoint`` if given) and return the result payload.
+
+    With a multi-rank ``placement`` every rank calls this; the main rank alone prints, logs, writes
+    checkpoints and returns the result (the others return None).
+    """
     cfg = cfg.validated()
-    trainer = Trainer(cfg)
+    trainer = Trainer(cfg, placement)
+    placement = trainer.placement
+    main = placement.is_main
+    if not main:
+        say = lambda *args, **kwargs: None  # noqa: E731
     extras: dict = {}
     if checkpoint is not None:
         trainer.load_state_dict(checkpoint)
@@ -54,7 +64,8 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print) -> dict:
     cfg = trainer.config = dataclasses.replace(trainer.config, log_dir=str(log_dir))
     say(f"gpurl train: env={cfg.env} preset={cfg.preset} device={trainer.device} num_envs={cfg.num_envs} "
         f"agents={trainer.env.num_agents} groups={list(trainer.env.groups)} trained={trainer.trained} "
-        f"iters={cfg.iters} (from {trainer.iteration}) rollout_len={cfg.rollout_len} log_dir={log_dir}")
+        f"iters={cfg.iters} (from {trainer.iteration}) rollout_len={cfg.rollout_len} dist={placement.name} "
+        f"world_size={placement.world_size} log_dir={log_dir}")
 
     if "baseline" not in extras:
         extras["baseline"] = {}
@@ -63,13 +74,14 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print) -> dict:
             extras["baseline"] = trainer.evaluate(random=True, min_episodes=cfg.eval_episodes, seed=cfg.seed + 1)
     baseline = extras["baseline"]
 
-    runlog = RunLog(log_dir, cfg.iters, trainer.iteration, progress_wanted(cfg.progress))
+    runlog = RunLog(log_dir, cfg.iters, trainer.iteration, progress_wanted(cfg.progress)) if main else None
     phases: dict[str, float] = {}
     train_seconds, train_steps = 0.0, 0
+    bytes_start = placement.comm.bytes_sent
     # The first iteration of a process compiles the env kernels (unless the baseline did): it is not
     # counted in the throughput or the phase split when more iterations follow.
     warmup = 1 if cfg.iters - trainer.iteration > 1 else 0
-    profiler = _profiler(cfg, log_dir)
+    profiler = _profiler(cfg, log_dir) if main else None
     try:
         with profiler or nullcontext():
             while trainer.iteration < cfg.iters:
@@ -90,23 +102,34 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print) -> dict:
                     for name, value in trainer.timer.read().items():
                         phases[name] = phases.get(name, 0.0) + value
                     # Envs start in step, so some intervals see few episode ends: wait for a quarter of them.
-                    scalars.update(trainer.stats.read(min_episodes=max(1, cfg.num_envs // 4)))
+                    scalars.update(trainer.read_stats(min_episodes=max(1, cfg.num_envs // 4)))
                     scalars["agent_steps_per_s"] = cfg.num_envs * cfg.rollout_len * trainer.env.num_agents / seconds
                     scalars["lr"] = trainer.optimizer.param_groups[0]["lr"]
-                    runlog.log(trainer.iteration, trainer.env_steps, scalars)
+                    if runlog is not None:
+                        runlog.log(trainer.iteration, trainer.env_steps, scalars)
                 if last or (cfg.checkpoint_every and trainer.iteration % cfg.checkpoint_every == 0):
-                    save_checkpoint(log_dir / "checkpoint.pt", {**trainer.state_dict(), "extras": extras})
+                    state = trainer.state_dict()  # collective: every rank sends its envs' state
+                    if main:
+                        save_checkpoint(log_dir / "checkpoint.pt", {**state, "extras": extras})
     finally:
-        runlog.close()
+        if runlog is not None:
+            runlog.close()
+    trainer.placement.settle(trainer)
+    # Bytes every rank put on the wire during training, summed over ranks (collective).
+    comm_bytes = float(placement.comm.all_reduce_(
+        torch.tensor([float(placement.comm.bytes_sent - bytes_start)], dtype=torch.float64, device=trainer.device)))
     final = {}
     if cfg.eval_episodes:
         say(f"measuring the trained policy over >= {cfg.eval_episodes} episodes (seed {cfg.seed + 2})")
         final = trainer.evaluate(random=False, min_episodes=cfg.eval_episodes, seed=cfg.seed + 2)
+    if not main:
+        return None
     curve = plot_curve(runlog.rows, log_dir / "learning_curve.png", baseline,
                        f"{cfg.preset or cfg.env}: {cfg.num_envs} envs x {trainer.env.num_agents} agents, "
-                       f"{trainer.device}")
+                       f"{trainer.device}" + (f" x {placement.world_size} ranks" if placement.world_size > 1 else ""))
     result = _result(cfg, trainer, baseline, final, phases, train_seconds, train_steps, log_dir, curve)
-    (log_dir / "result.json").write_text(json.dumps(result, indent=1, sort_keys=True))
+    result["comm_bytes_per_iteration"] = comm_bytes / max(1, trainer.iteration - (checkpoint or {}).get("iteration", 0))
+    atomic_write_bytes(log_dir / "result.json", json.dumps(result, indent=1, sort_keys=True).encode())
     return result
 
 
@@ -127,7 +150,7 @@ def _result(cfg, trainer, baseline, final, phases, train_seconds, train_steps, l
         "device": str(trainer.device), "env": cfg.env, "preset": cfg.preset, "num_envs": cfg.num_envs,
         "num_agents": agents, "iterations": trainer.iteration, "env_steps": trainer.env_steps,
         "agent_steps": trainer.env_steps * agents, "rollout_len": cfg.rollout_len, "algo": cfg.algo,
-        "seed": cfg.seed, "world_size": 1, "dist": "single",
+        "seed": cfg.seed, "world_size": trainer.placement.world_size, "dist": trainer.placement.name,
         "agent_steps_per_s": train_steps * agents / train_seconds if train_seconds else None,
         "train_seconds": train_seconds, "timed_iterations": train_steps // (cfg.num_envs * cfg.rollout_len),
         "phase_seconds": {k: round(v, 4) for k, v in sorted(phases.items())},

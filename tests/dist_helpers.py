@@ -1,0 +1,56 @@
+"""Launching bench/tag_ppo.py on several gloo ranks for the multigpu tests (CPU processes)."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TAG_PPO = str(REPO / "bench" / "tag_ppo.py")
+
+#: A tiny Tag run with every code path (two trained groups, truncation, frame stacking, obs norm).
+TINY_ARGS = [
+    "--env", "tag_continuous", "--env-param", "num_taggers=2", "--env-param", "num_runners=3",
+    "--env-param", "grid_length=4.0", "--env-param", "episode_length=12",
+    "--env-param", "use_full_observation=False", "--env-param", "num_other_agents_observed=3",
+    "--env-param", "tagging_distance=0.05", "--env-param", "runner_exits_game_after_tagged=False",
+    "--num-envs", "4", "--rollout-len", "8", "--epochs", "2", "--minibatches", "2", "--frame-stack", "2",
+    "--eval-episodes", "0", "--seed", "5", "--device", "cpu", "--torch-threads", "1", "--no-progress",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker_env() -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    return env
+
+
+def torchrun(nproc: int, args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    """``torchrun --nproc_per_node=nproc bench/tag_ppo.py args``; raises with the output on failure."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
+           f"--master_port={free_port()}", TAG_PPO, *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=worker_env(), cwd=REPO)
+    if done.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
+    return done
+
+
+def spawn_ranks(world: int, args: list[str]) -> list[subprocess.Popen]:
+    """``world`` ranks of bench/tag_ppo.py with torchrun's variables set by hand (no torchrun agent,
+    which would itself stop the survivors when one rank dies)."""
+    port = free_port()
+    procs = []
+    for rank in range(world):
+        env = dict(worker_env(), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+                   LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, TAG_PPO, *args], env=env, cwd=REPO, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    return procs

@@ -1,0 +1,82 @@
+"""Compile tier: tag_gridworld's kernel compiles to sm_90 PTX with no float64 and assembles with ptxas.
+
+The kernel is typed with the exact arguments a tiny CPU env launches it with (recorded by wrapping
+``EnvKernel.launch``, nothing runs): only dtypes, ranks and layouts matter. Full and partial
+observations, random and fixed starts, and reset launches (``reset_only``) are run-time constants, so
+every configuration types to one signature per action dtype; int64 and int32 actions are both
+accepted by ``env.step``: two builds.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gpurl
+from gpurl.envs.tag_gridworld.kernels import gridworld_step
+from gpurl.kernels.aot import assemble_sm90, compile_ptx_sm90, float64_instructions, kernel_signature
+from gpurl.kernels.program import EnvKernel
+
+pytestmark = pytest.mark.compile
+
+CONFIGS = {
+    "full_obs": dict(use_full_observation=True),
+    "partial_obs_fixed_start": dict(use_full_observation=False, random_start=False),
+}
+ACTION_DTYPES = {"int64": torch.int64, "int32": torch.int32}
+
+
+def launch_args(config: str, action_dtype: torch.dtype) -> dict[str, tuple]:
+    """{"reset"/"step": args after (target, E, N)} of a tiny CPU env's reset() and step(), not run."""
+    env = gpurl.make("tag_gridworld", num_envs=2, device="cpu", seed=1, num_taggers=2, **CONFIGS[config])
+    recorded = {}
+
+    def record(kernel, target, num_envs, num_agents, *args, stream=None):
+        assert kernel is gridworld_step
+        recorded["step" if "reset" in recorded else "reset"] = args
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(EnvKernel, "launch", record)
+        env.reset()
+        env.step(torch.zeros(env.num_envs, env.num_agents, dtype=action_dtype))
+    return recorded
+
+
+_compiled: dict[tuple, tuple[str, bytes]] = {}
+
+
+def compiled(args: tuple, ptxas: str) -> tuple[str, bytes]:
+    """(PTX, cubin) of gridworld_step typed by ``args``; compiled once per signature in this process."""
+    key = kernel_signature(args)
+    if key not in _compiled:
+        ptx = compile_ptx_sm90(gridworld_step, args)
+        _compiled[key] = ptx, assemble_sm90(ptx, ptxas)
+    return _compiled[key]
+
+
+def test_configs_and_reset_launches_type_to_one_build_per_action_dtype():
+    signatures = set()
+    for dtype in ACTION_DTYPES.values():
+        for config in CONFIGS:
+            args = launch_args(config, dtype)
+            signatures.add(kernel_signature(args["step"]))
+            assert args["reset"][1].reset_only == 1 and args["step"][1].reset_only == 0
+    # reset launches pass int64 placeholder actions: they share the int64 step build
+    assert kernel_signature(launch_args("full_obs", torch.int32)["reset"]) in signatures
+    assert len(signatures) == len(ACTION_DTYPES)
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("actions", sorted(ACTION_DTYPES))
+def test_gridworld_step_compiles_for_sm90_without_float64(actions, config, ptxas):
+    args = launch_args(config, ACTION_DTYPES[actions])["step"]
+    ptx, cubin = compiled(args, ptxas)
+    assert ".target sm_90" in ptx
+    assert float64_instructions(ptx) == []
+    assert cubin[:4] == b"\x7fELF"
+
+
+def test_float64_constant_is_caught():
+    # The check has teeth on this kernel: a Python float constant (typed float64) promotes the obs division.
+    arrays, consts, actions = launch_args("full_obs", torch.int64)["step"]
+    ptx = compile_ptx_sm90(gridworld_step, (arrays, consts._replace(length_f32=10.0), actions))
+    assert any("f64" in line for line in float64_instructions(ptx))
