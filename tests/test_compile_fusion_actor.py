@@ -2,7 +2,7 @@
 
 The constexprs come from a ``PackedPolicy`` of an ``ActorCritic`` built as the trainer builds it
 (input = obs_dim * frame_stack, widths (64, 64), tanh, normalisation on) and the launch's own choices
-(``block_rows``, 4 warps), so the PTX is the one the GPU runs for tag-small and tag-10v100. Every int
+(``block_rows``, 4 warps), so the PTX is the one the GPU runs for each preset. Every int
 argument is typed i32 (seeds below 2**31; Triton would make a larger one i64, which the kernel
 truncates to u32 either way).
 
@@ -44,10 +44,14 @@ ACTOR_SIGNATURE = {
     "v_ptr": "*fp32", "sv_e": "i32", "sv_i": "i32",
 }
 
-# preset: (obs_dim, frame_stack, nvec, expected (IP, HP, NP, BLOCK_B))
+# preset: (obs_dim, frame_stack, nvec, expected (IP, HP, NP, BLOCK_B)); tag-5v1000 has tag-10v100's
+# shapes (obs_dim 71, frame stack 2, 21 x 21 heads), so the same kernel.
 PRESETS = {
     "tag-small": (22, 2, [11, 11], (64, 64, 16, 64)),
     "tag-10v100": (71, 2, [21, 21], (256, 64, 32, 32)),
+    # Discrete(5) packs as one head of 5 (MultiDiscrete([5])); adversaries' rows are the wider group.
+    "simple-tag": (16, 1, [5], (16, 64, 16, 64)),
+    "grid-4": (21, 1, [5], (32, 64, 16, 64)),
 }
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from ..train.metrics import nvtx_range
 from ..train.placement import EnvShard, Placement
 from ..train.ppo import STAT_NAMES
 
@@ -113,9 +114,10 @@ class DataParallel(_MultiRank):
         grads = [p.grad for p in params]
         if self._grads is None:
             self._grads = torch.empty(sum(g.numel() for g in grads), dtype=torch.float32, device=grads[0].device)
-        torch.cat([g.reshape(-1) for g in grads], out=self._grads)
-        self.comm.all_reduce_(self._grads)
-        _unflatten_into(self._grads, grads)
+        with nvtx_range("all_reduce"):
+            torch.cat([g.reshape(-1) for g in grads], out=self._grads)
+            self.comm.all_reduce_(self._grads)
+            _unflatten_into(self._grads, grads)
 
     def after_learn(self, trainer, losses: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         every = self.replication_check_every
@@ -160,11 +162,12 @@ class CentralLearner(_MultiRank):
 
     def after_rollout(self, trainer) -> None:
         s, dst = trainer.storage, trainer.learner_storage
-        versions = self.comm.gather_cat(torch.tensor([self.version], device=s.obs.device), 0)
-        for name in self.SENT:
-            gathered = self.comm.gather_cat(getattr(s, name), 1)
-            if gathered is not None:
-                getattr(dst, name).copy_(gathered)
+        with nvtx_range("gather_trajectories"):
+            versions = self.comm.gather_cat(torch.tensor([self.version], device=s.obs.device), 0)
+            for name in self.SENT:
+                gathered = self.comm.gather_cat(getattr(s, name), 1)
+                if gathered is not None:
+                    getattr(dst, name).copy_(gathered)
         if versions is not None:
             behind = trainer.iteration - versions
             late = [r for r in range(self.world_size) if behind[r] > self.max_staleness]  # host-ok: learner

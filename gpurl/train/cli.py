@@ -11,7 +11,7 @@ import torch
 from .config import PRESETS, TrainConfig, build_config
 from .run import resume_config
 
-INT_TUPLES = {"hidden"}
+INT_TUPLES = {"hidden", "nsys_iters"}
 
 
 def _tuple_of(kind):

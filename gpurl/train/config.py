@@ -62,6 +62,10 @@ class TrainConfig:
     resume: str | None = _doc("checkpoint to continue from (its config wins except for iters/total_steps)",
                               default=None)
     profile: bool = _doc("write a torch.profiler trace of a few iterations to log_dir", default=False)
+    nsys_iters: tuple = _doc("iterations [first, last) between cudaProfilerStart/Stop, for nsys "
+                             "--capture-range=cudaProfilerApi (CLI: 2,4); empty = none; CUDA only", default=())
+    render_final: bool = _doc("save one episode of the trained policies as log_dir/final_episode.gif "
+                              "(gpurl.render; needs matplotlib)", default=False)
     progress: bool | None = _doc("progress bar; None = only on a TTY outside CI", default=None)
     torch_threads: int = _doc("torch CPU threads (0 = torch's default)", default=0)
     dist: str = _doc("distribution policy: 'single', 'data_parallel' (env+actor+learner per rank, gradients "
@@ -77,7 +81,7 @@ class TrainConfig:
     def validated(self) -> "TrainConfig":
         """A checked copy with derived values filled in; ValueError names the first bad field."""
         c = dataclasses.replace(self, env_params=dict(self.env_params), hidden=tuple(self.hidden),
-                                train_groups=tuple(self.train_groups))
+                                train_groups=tuple(self.train_groups), nsys_iters=tuple(self.nsys_iters))
         if c.algo not in ("ppo", "a2c"):
             raise ValueError(f"algo must be 'ppo' or 'a2c', got {c.algo!r}")
         if c.algo == "a2c":
@@ -113,6 +117,8 @@ class TrainConfig:
             raise ValueError(f"dist_timeout must be > 0 seconds, got {c.dist_timeout}")
         if c.replication_check_every < 0 or c.max_staleness < 0:
             raise ValueError("replication_check_every and max_staleness must be >= 0")
+        if c.nsys_iters and (len(c.nsys_iters) != 2 or not 0 <= c.nsys_iters[0] < c.nsys_iters[1]):
+            raise ValueError(f"nsys_iters must be two iterations first < last (e.g. 2,4), got {c.nsys_iters!r}")
         if c.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {c.activation!r}")
         return c

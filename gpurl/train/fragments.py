@@ -12,7 +12,7 @@ from torch import nn
 
 from ..fusion.gae import gae
 from .config import TrainConfig
-from .metrics import EpisodeStats
+from .metrics import EpisodeStats, nvtx_range
 from .placement import EnvShard, Placement
 from .ppo import GroupBatch, ppo_update
 from .storage import RolloutStorage
@@ -106,8 +106,9 @@ class LearnerFragment:
                 xf = s.final_input(ended_t, ended_e, agents, group.obs_dim)
                 s.final_value[ended_t, ended_e, agents] = policy.value(xf.reshape(-1, xf.shape[-1])).view(xf.shape[:2])
         backend = {"auto": "auto", "torch": "torch", "fused": "triton"}[cfg.policy_backend]
-        s.advantages, s.returns = gae(s.reward, s.value, s.final_value, s.terminated, s.truncated,
-                                      cfg.gamma, cfg.gae_lambda, backend=backend)
+        with nvtx_range("gae"):
+            s.advantages, s.returns = gae(s.reward, s.value, s.final_value, s.terminated, s.truncated,
+                                          cfg.gamma, cfg.gae_lambda, backend=backend)
 
     def group_batches(self, s: RolloutStorage) -> dict[str, GroupBatch]:
         batches = {}

@@ -22,6 +22,33 @@ def nvtx_range(name: str):
     return _nvtx.annotate(name, domain="gpurl") if _nvtx is not None else contextlib.nullcontext()
 
 
+class ProfilerWindow:
+    """cudaProfilerStart before iteration ``first`` and cudaProfilerStop after iteration ``last - 1``, so
+    ``nsys profile --capture-range=cudaProfilerApi`` records only iterations [first, last).
+
+    Inactive without CUDA or with ``iters`` empty. ``start``/``stop``/``sync`` default to torch's.
+    """
+
+    def __init__(self, iters: tuple, device: torch.device, start=None, stop=None, sync=None):
+        self.first, self.last = iters if iters else (-1, -1)
+        self.active = bool(iters) and device.type == "cuda"
+        self._start = start or (lambda: torch.cuda.profiler.start())
+        self._stop = stop or (lambda: torch.cuda.profiler.stop())
+        self._sync = sync or (lambda: torch.cuda.synchronize())
+
+    def before(self, iteration: int) -> None:
+        """Call before running iteration ``iteration`` (0-based)."""
+        if self.active and iteration == self.first:
+            self._sync()  # earlier work stays out of the capture
+            self._start()
+
+    def after(self, iteration: int) -> None:
+        """Call after the update; ``iteration`` counts the iterations done."""
+        if self.active and iteration == self.last:
+            self._sync()  # the window's kernels finish inside the capture
+            self._stop()
+
+
 class EpisodeStats:
     """Sums per finished episode: return per group (mean over the group's agents), length, and the env's
     ``step_metrics`` (e.g. Tag's tags). All accumulators are device tensors."""

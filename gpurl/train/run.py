@@ -16,13 +16,14 @@ import torch
 
 from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
 from .config import TrainConfig
+from .metrics import ProfilerWindow, nvtx_range
 from .outputs import RunLog, plot_curve, progress_wanted
 from .placement import Placement
 from .trainer import Trainer
 
 #: Fields a resumed run may change; every other field comes from the checkpoint.
 RESUME_OVERRIDABLE = ("iters", "total_steps", "log_dir", "log_every", "checkpoint_every", "profile", "progress",
-                      "resume", "torch_threads", "device", "dist", "dist_timeout", "replication_check_every",
+                      "resume", "torch_threads", "device", "render_final", "nsys_iters", "dist", "dist_timeout", "replication_check_every",
                       "max_staleness")
 
 
@@ -82,11 +83,15 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
     # counted in the throughput or the phase split when more iterations follow.
     warmup = 1 if cfg.iters - trainer.iteration > 1 else 0
     profiler = _profiler(cfg, log_dir) if main else None
+    nsys_window = ProfilerWindow(cfg.nsys_iters, trainer.device)
     try:
         with profiler or nullcontext():
             while trainer.iteration < cfg.iters:
+                nsys_window.before(trainer.iteration)
                 t0 = time.perf_counter()
-                losses = trainer.iterate()
+                with nvtx_range(f"iteration {trainer.iteration}"):
+                    losses = trainer.iterate()
+                nsys_window.after(trainer.iteration)
                 scalars = trainer.read_losses(losses)  # NaN/Inf stops the run here, before any checkpoint
                 seconds = time.perf_counter() - t0
                 if warmup:
@@ -128,6 +133,8 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
                        f"{cfg.preset or cfg.env}: {cfg.num_envs} envs x {trainer.env.num_agents} agents, "
                        f"{trainer.device}" + (f" x {placement.world_size} ranks" if placement.world_size > 1 else ""))
     result = _result(cfg, trainer, baseline, final, phases, train_seconds, train_steps, log_dir, curve)
+    if cfg.render_final:
+        result["final_episode"] = str(_render_final(trainer, log_dir, cfg, say))
     result["comm_bytes_per_iteration"] = comm_bytes / max(1, trainer.iteration - (checkpoint or {}).get("iteration", 0))
     atomic_write_bytes(log_dir / "result.json", json.dumps(result, indent=1, sort_keys=True).encode())
     return result
@@ -142,6 +149,17 @@ def _profiler(cfg: TrainConfig, log_dir: Path):
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     return profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
                    on_trace_ready=tensorboard_trace_handler(str(log_dir / "profile")))
+
+
+def _render_final(trainer, log_dir: Path, cfg: TrainConfig, say) -> Path:
+    """One episode of the trained policies (seed + 3, env 0) as log_dir/final_episode.gif."""
+    from ..render import save_animation
+
+    env, frames = trainer.record_episode(seed=cfg.seed + 3)
+    path = save_animation(env, frames, log_dir / "final_episode.gif",
+                          title=f"{cfg.preset or cfg.env}, trained ({trainer.iteration} iterations)")
+    say(f"final episode ({len(frames) - 1} steps) drawn into {path}")
+    return path
 
 
 def _result(cfg, trainer, baseline, final, phases, train_seconds, train_steps, log_dir, curve) -> dict:

@@ -106,7 +106,8 @@ class Trainer:
             self.graphed = GraphedRollout(lambda: self._rollout_steps(timed=False))
         self.iteration = 0
         self.env_steps = 0
-        self.storage.start(self.env.reset())
+        with nvtx_range("reset"):
+            self.storage.start(self.env.reset())
         placement.start(self)
 
     def _storage(self, num_envs: int) -> RolloutStorage:
@@ -195,6 +196,31 @@ class Trainer:
                 if results.get("episodes", 0) >= min_episodes:
                     break
         return results
+
+    @torch.no_grad()
+    def record_episode(self, seed: int, random: bool = False, max_steps: int = 10_000) -> tuple[object, list]:
+        """One episode of the current policies on a fresh one-env copy of the env seeded ``seed``, as
+        ``(env, frames)`` for :func:`gpurl.render.save_animation` (host copies of the state per step)."""
+        from ..render import record_episode
+
+        cfg = self.config
+        env = make(cfg.env, num_envs=1, device=self.device, seed=seed, autoreset=False, validate=False,
+                   **cfg.env_params)
+        s = RolloutStorage(1, 1, env.num_agents, env.obs_dim, self.storage.actions.shape[-1],
+                           self.storage.actions.dtype, self.storage.history, self.device)
+        generator = torch.Generator(self.device).manual_seed(seed)
+        step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
+        s.start(env.reset())
+
+        def step():
+            self.actor.run(s, 0, step_counter, generator, random=random, seed=seed)
+            step_counter.add_(1)
+            env.step(s.actions[0], out=s.step_outputs(0))
+            s.mark_starts(0)
+            s.roll_over()  # moves observations only: the step's reward and flags stay in slot 0
+            return None, s.reward[0], s.terminated[0], s.truncated[0]
+
+        return env, record_episode(env, step, max_steps)
 
     def read_stats(self, min_episodes: int) -> dict[str, float]:
         """Episode statistics over all ranks since the last read (collective; see EpisodeStats.read)."""
