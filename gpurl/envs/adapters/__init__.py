@@ -1,0 +1,54 @@
+"""Gymnasium and PettingZoo adapters at the edge of gpurl (host numpy in, host numpy out).
+
+    from gpurl.envs.adapters import gym_vector_env, parallel_env
+    venv = gym_vector_env("simple_tag", num_envs=64, group="adversary", device="cpu")  # VectorEnv
+    penv = parallel_env("simple_tag", env_index=3, seed=0)                              # pettingzoo
+
+``GymVectorEnv`` needs only gymnasium (a gpurl dependency); ``ParallelEnv``/``parallel_env`` import
+pettingzoo when first used, so this package imports without it. Nothing here runs at import.
+"""
+from __future__ import annotations
+
+from ..registry import make
+from .gym_vector import GymVectorEnv, OtherPolicy
+
+__all__ = ["GymVectorEnv", "OtherPolicy", "ParallelEnv", "gym_vector_env", "parallel_env"]
+
+
+def gym_vector_env(name: str, num_envs: int, group: str | None = None, *, other_actions="random",
+                   device=None, seed: int = 0, **params) -> GymVectorEnv:
+    """``GymVectorEnv`` over ``gpurl.make(name, num_envs=num_envs, device=device, seed=seed, **params)``.
+
+    Its ``num_envs`` is ``num_envs * size of group``; ``other_actions`` drives the other groups (see
+    ``GymVectorEnv``). ``device=None`` picks CUDA when usable, as ``gpurl.make`` does.
+    """
+    env = make(name, num_envs=num_envs, device=device, seed=seed, autoreset=True, **params)
+    return GymVectorEnv(env, group=group, other_actions=other_actions)
+
+
+def parallel_env(name: str, *, env_index: int = 0, seed: int = 0, device="cpu", agent_prefixes=None,
+                 **params) -> "ParallelEnv":
+    """PettingZoo ``ParallelEnv`` of env ``env_index`` of a ``gpurl.make(name, seed=seed, **params)`` batch.
+
+    Built as a one-env batch at global env id ``env_index`` (``env_id_offset``), so its episodes are that
+    batch env's episodes. CPU by default: one env per step is host-bound anyway.
+    """
+    env = make(name, num_envs=1, device=device, seed=seed, autoreset=False, env_id_offset=env_index, **params)
+    return _parallel().ParallelEnv(env, agent_prefixes=agent_prefixes)
+
+
+def _parallel():
+    try:
+        from . import parallel
+    except ImportError as err:
+        if err.name is None or not err.name.startswith("pettingzoo"):
+            raise
+        raise ImportError("gpurl's PettingZoo adapter needs pettingzoo: pip install 'pettingzoo>=1.24'") from err
+    return parallel
+
+
+def __getattr__(name: str):
+    # PEP 562: `from gpurl.envs.adapters import ParallelEnv` imports pettingzoo only then.
+    if name == "ParallelEnv":
+        return _parallel().ParallelEnv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,77 @@
+"""What both adapters share: observation spaces, host copies, action checks and random actions.
+
+The adapters live at the host edge of gpurl: every step hands numpy arrays to the caller, so a host copy
+per step is their purpose, not a leak of one into the device rollout.
+"""
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import torch
+
+from ..spaces import action_bounds
+
+
+def observation_space(obs_dim: int) -> gymnasium.spaces.Box:
+    """One agent's observation: float32 [obs_dim], unbounded (no built-in env promises tighter bounds)."""
+    return gymnasium.spaces.Box(-np.inf, np.inf, (obs_dim,), dtype=np.float32)
+
+
+def host_copy(tensor: torch.Tensor) -> np.ndarray:
+    """A numpy array that owns its memory: env buffers are rewritten in place by the next step."""
+    return tensor.detach().to("cpu", copy=True).numpy()
+
+
+def is_discrete(space: gymnasium.Space) -> bool:
+    """Discrete or MultiDiscrete (integer actions); False for Box."""
+    return action_bounds(space)[1] is not None
+
+
+def check_host_actions(actions, space: gymnasium.Space, count: int, who) -> np.ndarray:
+    """``count`` actions of one agent group as int64/float32 [count, action_dims]; ValueError if wrong.
+
+    ``actions``: array-like [count, *space.shape] (a Discrete space's shape is ()); integer dtype for
+    Discrete/MultiDiscrete, numeric for Box. ``who(k)`` names the k-th action in error messages.
+    """
+    dims, high = action_bounds(space)
+    array = np.asarray(actions.detach().cpu() if isinstance(actions, torch.Tensor) else actions)
+    expected = (count, *space.shape)
+    if array.shape != expected:
+        raise ValueError(f"actions must have shape {expected} for {count} agent(s) with action space {space}, "
+                         f"got {array.shape}")
+    if high is not None:
+        # A float would be truncated silently by the int cast; demand integers as gymnasium's spaces do.
+        if not (np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_):
+            raise ValueError(f"actions for {space} must be integers, got dtype {array.dtype}")
+        array = array.astype(np.int64).reshape(count, dims)
+        bad = (array < 0) | (array >= high)
+        if bad.any():
+            k, d = (int(v) for v in np.argwhere(bad)[0])
+            raise ValueError(f"action {int(array[k, d])} of {who(k)} is out of range [0, {int(high[d])}) "
+                             f"(action space {space})")
+        return array
+    if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        raise ValueError(f"actions for {space} must be numbers, got dtype {array.dtype}")
+    return array.astype(np.float32).reshape(count, dims)
+
+
+def random_actions(space: gymnasium.Space, out: torch.Tensor, generator: torch.Generator) -> None:
+    """Fill ``out`` [..., action_dims] with uniform actions of ``space`` drawn from ``generator``."""
+    dims, high = action_bounds(space)
+    shape = out.shape[:-1]
+    if high is not None:
+        # One randint per action dimension: exact for every n (rand() * n can round up to n in float32).
+        for d in range(dims):
+            out[..., d] = torch.randint(0, int(high[d]), shape, generator=generator, device=out.device)
+        return
+    low = torch.as_tensor(space.low.reshape(dims), device=out.device)
+    width = torch.as_tensor((space.high - space.low).reshape(dims), device=out.device)
+    u = torch.rand((*shape, dims), generator=generator, device=out.device)
+    torch.addcmul(low, u, width, out=out)
+
+
+def check_random_space(space: gymnasium.Space, group: str) -> None:
+    """Random actions need finite Box bounds; say so when the space cannot be sampled."""
+    if not is_discrete(space) and not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
+        raise ValueError(f"group {group!r} has an unbounded Box action space {space}: uniform random actions "
+                         "are undefined, pass other_actions='noop' or a callable")
