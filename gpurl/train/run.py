@@ -1,20 +1,19 @@
 """A whole training run: random baseline, training loop, logs, checkpoints, final measurement, curve.
 
-``train(config)`` is what ``bench/tag_ppo.py`` calls; it returns the run's result dict (the RESULT
-line's payload).
+``train(config)`` runs it on the ranks of a placement (``gpurl.multigpu.launch.run`` chooses one; that is
+what ``bench/tag_ppo.py`` calls) and returns the run's result dict (the RESULT line's payload).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 
-from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint
+from .checkpoint import atomic_write_bytes, save_checkpoint
 from .config import TrainConfig
 from .metrics import ProfilerWindow, nvtx_range
 from .outputs import RunLog, plot_curve, progress_wanted
@@ -23,8 +22,8 @@ from .trainer import Trainer
 
 #: Fields a resumed run may change; every other field comes from the checkpoint.
 RESUME_OVERRIDABLE = ("iters", "total_steps", "log_dir", "log_every", "checkpoint_every", "profile", "progress",
-                      "resume", "torch_threads", "device", "render_final", "nsys_iters", "dist", "dist_timeout", "replication_check_every",
-                      "max_staleness")
+                      "resume", "torch_threads", "device", "render_final", "nsys_iters", "dist", "dist_timeout",
+                      "replication_check_every", "max_staleness")
 
 
 def resume_config(checkpoint: dict, overrides: dict) -> TrainConfig:
@@ -179,15 +178,4 @@ def _result(cfg, trainer, baseline, final, phases, train_seconds, train_steps, l
             name = key.replace("return/", "return_")
             result[f"{name}_random"] = baseline.get(key)
             result[f"{name}_final"] = final.get(key)
-    return result
-
-
-def main_from_config(cfg: TrainConfig) -> dict:
-    """Front-end helper: resume if asked, train, and print a one-line summary to stderr."""
-    checkpoint = None
-    if cfg.resume:
-        checkpoint = load_checkpoint(cfg.resume)
-    result = train(cfg, checkpoint)
-    print(f"done: {result['iterations']} iterations, {result['agent_steps_per_s']:.3g} agent-steps/s",
-          file=sys.stderr)
     return result
