@@ -5,8 +5,12 @@
 - Counter-based RNG (:func:`random_uniform`, ...), float32 math with one meaning everywhere
   (:func:`cos32`, :func:`sin32`), k nearest neighbours (:func:`k_nearest`), per-lane scratch
   (:func:`lane`), torch zero-copy views (:mod:`.interop`).
+- Errors in author code name the phase and the author's file and line (:class:`KernelTypingError`,
+  :class:`KernelIndexError`); :meth:`EnvKernel.run_python` runs the phases uncompiled for debugging.
+
 Importing this package compiles nothing; builds happen on first launch.
 """
+from .errors import KernelIndexError, KernelTypingError
 from .math32 import cos32, fmod32, sin32
 from .neighbors import count_within, k_nearest, pair_distance
 from .program import EnvKernel, Phase, block_size, per_agent, per_env
@@ -15,7 +19,7 @@ from .scratch import lane, num_lanes
 from .targets import DeviceFunction, device
 
 __all__ = [
-    "DeviceFunction", "EnvKernel", "Phase", "block_size", "cos32", "fmod32", "count_within", "device", "k_nearest",
-    "lane", "mix64", "num_lanes", "pair_distance", "per_agent", "per_env", "random_below", "random_u32",
-    "random_uniform", "sin32",
+    "DeviceFunction", "EnvKernel", "KernelIndexError", "KernelTypingError", "Phase", "block_size", "cos32",
+    "count_within", "device", "fmod32", "k_nearest", "lane", "mix64", "num_lanes", "pair_distance", "per_agent",
+    "per_env", "random_below", "random_u32", "random_uniform", "sin32",
 ]

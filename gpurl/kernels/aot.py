@@ -28,6 +28,8 @@ import threading
 import types
 from typing import Iterator
 
+from .errors import typing_error
+
 SM90 = (9, 0)
 
 _patch_lock = threading.Lock()
@@ -88,7 +90,16 @@ def compile_ptx_sm90(kernel, args: tuple) -> str:
     pyfunc = kernel.driver_python("cuda")
     sig = kernel_signature(tuple(args))
     with pretend_device(SM90):
-        ptx, _ = cuda.compile_ptx(pyfunc, sig, cc=SM90)
+        try:
+            ptx, _ = cuda.compile_ptx(pyfunc, sig, cc=SM90)
+        except Exception as err:
+            try:
+                found = typing_error(kernel, "cuda", tuple(args), err)  # names the author's phase and line
+            except Exception:  # noqa: BLE001 - a failed diagnosis must not hide the error itself
+                found = None
+            if found is None:
+                raise
+            raise found from err
     return ptx
 
 

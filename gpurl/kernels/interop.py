@@ -14,6 +14,7 @@ import torch
 
 
 def simulator_enabled() -> bool:
+    """True in a process started with NUMBA_ENABLE_CUDASIM=1 (CUDA builds run in Numba's simulator)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
 
 

@@ -12,13 +12,20 @@ per-env phase runs on thread 0. The CPU build is ``prange`` over envs running th
 another inside each env's iteration, so a barrier costs nothing. The author writes no thread index, launch or backend switch.
 
 ``args`` are whatever Numba accepts as kernel arguments: arrays, scalars, and (named) tuples of them.
+
+Errors in author code are reported at the author's file and line (:mod:`.errors`): a phase Numba cannot
+type raises :class:`~.errors.KernelTypingError`; an out-of-bounds index in the CPU build (checked when
+``NUMBA_BOUNDSCHECK=1``) raises :class:`~.errors.KernelIndexError`. :meth:`EnvKernel.run_python` runs
+the phases uncompiled, for debugging with ordinary Python tracebacks.
 """
 from __future__ import annotations
 
 import threading
+import types
 from dataclasses import dataclass
 from typing import Callable
 
+from .errors import index_error, is_index_error, typing_error
 from .targets import TARGETS, DeviceFunction
 
 #: Threads per block: big enough to fill an SM with several env-blocks, small enough that
@@ -29,6 +36,9 @@ WARP = 32
 
 @dataclass(frozen=True)
 class Phase:
+    """One step of a kernel: ``fn`` run per agent (``kind="agent"``) or per env (``"env"``); make it
+    with :func:`per_agent` / :func:`per_env`."""
+
     kind: str  # "agent" | "env"
     fn: DeviceFunction
 
@@ -133,6 +143,7 @@ class EnvKernel:
         return _exec(driver_src, fname, namespace)
 
     def build(self, target: str) -> Callable:
+        """The dispatcher of ``target``'s build (cached; Numba compiles it at the first launch)."""
         with self._lock:
             if target not in self._builds:
                 driver = self.driver_python(target)
@@ -153,12 +164,74 @@ class EnvKernel:
         compiled = self.build(target)
         if num_envs == 0:
             return
-        if target == "cpu":
-            compiled(num_envs, num_agents, *args)
-            return
-        threads = block_size(num_agents)
-        launcher = compiled[num_envs, threads] if stream is None else compiled[num_envs, threads, stream]
-        launcher(num_envs, num_agents, *args)
+        try:  # Numba compiles at the first call of each signature: typing errors surface here
+            if target == "cpu":
+                compiled(num_envs, num_agents, *args)
+                return
+            threads = block_size(num_agents)
+            launcher = compiled[num_envs, threads] if stream is None else compiled[num_envs, threads, stream]
+            launcher(num_envs, num_agents, *args)
+        except Exception as err:
+            try:
+                found = typing_error(self, target, args, err)
+                if found is None and target == "cpu" and is_index_error(err):
+                    found = index_error(self, num_envs, num_agents, args)
+            except Exception:  # noqa: BLE001 - a failed diagnosis must not hide the error itself
+                found = None
+            if found is None:
+                raise
+            raise found from err
+
+    def run_python(self, num_envs: int, num_agents: int, *args) -> None:
+        """Run the phases as plain, uncompiled Python over host (NumPy) arrays, env after env in the CPU
+        build's order: a debugging aid (about a thousand agent-steps per second).
+
+        An error is an ordinary Python exception raised at the author's line, e.g. NumPy's IndexError
+        for an index the compiled CPU build would silently read past; the exception carries
+        ``gpurl_phase = (phase, env, agent or None)``. Helpers run their CPU implementation. Arithmetic
+        follows Python/NumPy scalar rules, not Numba's typing (no int64 promotion of int32 math): use it
+        to find errors, not to reproduce results bit for bit.
+        """
+        import numpy as np
+
+        if len(args) != self.nargs:
+            raise TypeError(f"kernel {self.name!r} takes {self.nargs} args, got {len(args)}")
+        cache: dict = {}
+        phases = [(phase.kind, _plain_python(phase.fn.py_func, cache)) for phase in self.phases]
+        p = e = i = None
+        try:
+            with np.errstate(over="ignore"):  # counter-based hashing wraps uint64 on purpose
+                for e in range(num_envs):
+                    for p, (kind, fn) in enumerate(phases):
+                        i = None
+                        if kind == "agent":
+                            for i in range(num_agents):
+                                fn(e, i, *args)
+                        else:
+                            fn(e, *args)
+        except Exception as err:
+            err.gpurl_phase = (p, e, i)
+            raise
+
+
+def _plain_python(pyfunc: Callable, cache: dict) -> Callable:
+    """``pyfunc`` with every DeviceFunction it names replaced by its plain CPU implementation (recursively),
+    so that :meth:`EnvKernel.run_python` runs what the CPU build compiles. Code objects are shared, so
+    tracebacks point at the author's source."""
+    if id(pyfunc) in cache:
+        return cache[id(pyfunc)]
+    cache[id(pyfunc)] = pyfunc  # a self-referencing helper stops here
+    names = [n for n in pyfunc.__code__.co_names if isinstance(pyfunc.__globals__.get(n), DeviceFunction)]
+    if not names:
+        return pyfunc
+    plain_globals = dict(pyfunc.__globals__)
+    for name in names:
+        helper = plain_globals[name]
+        plain_globals[name] = _plain_python(helper._overrides.get("cpu", helper.py_func), cache)
+    clone = types.FunctionType(pyfunc.__code__, plain_globals, pyfunc.__name__, pyfunc.__defaults__,
+                               pyfunc.__closure__)
+    cache[id(pyfunc)] = clone
+    return clone
 
 
 def block_size(num_agents: int) -> int:

@@ -74,10 +74,12 @@ def random_u32_ref(seed, env, agent, counter, stream) -> np.ndarray:
 
 
 def random_uniform_ref(seed, env, agent, counter, stream) -> np.ndarray:
+    """Broadcasting NumPy twin of :func:`random_uniform` (float32 array)."""
     h = random_u32_ref(seed, env, agent, counter, stream)
     return (h >> np.uint32(8)).astype(np.float32) * np.float32(1.0 / (1 << 24))
 
 
 def random_below_ref(seed, env, agent, counter, stream, n) -> np.ndarray:
+    """Broadcasting NumPy twin of :func:`random_below` (int32 array)."""
     h = random_u32_ref(seed, env, agent, counter, stream).astype(np.uint64)
     return ((h * np.uint64(n)) >> np.uint64(32)).astype(np.int32)

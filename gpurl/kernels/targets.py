@@ -57,6 +57,7 @@ class DeviceFunction:
         return rebind_globals(self._overrides.get(target, self.py_func), target)
 
     def build(self, target: str) -> Callable:
+        """The compiled function for ``target`` (compiled on the first call, then cached)."""
         _check_target(target)
         if target not in self._builds:
             self._builds[target] = compile_device(self.source_for(target), target)

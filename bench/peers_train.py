@@ -1,0 +1,153 @@
+"""Training comparison of ``bench/peers.py``: gpurl PPO vs the JAX IPPO baseline on simple_tag 3v1v2.
+
+Both train from one :class:`gpurl.train.config.TrainConfig` (same envs, rollout length, network
+widths, epochs, minibatches and every other hyper-parameter; see ``peers_jax_ippo``) and alternate
+iteration by iteration, so load from other work on the machine hits both alike. gpurl's iteration is
+``Trainer.iterate`` + ``read_losses`` + ``read_stats`` (what ``gpurl.train.run.train`` does per
+iteration, without its CSV/TensorBoard writes); the baseline's is one jitted call plus its host read.
+The first iteration of each compiles and is not timed.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+#: simple_tag 3v1v2 (the like-for-like config: JaxMARL's good-agent observation and reward match only for G = 1).
+ENV_PARAMS = dict(num_adversaries=3, num_good=1, num_obstacles=2)
+
+
+def train_config(num_envs: int | None, iters: int, rollout_len: int | None, seed: int, device):
+    """The run's TrainConfig: the ``simple-tag`` preset when gpurl has one, else explicit values."""
+    from gpurl.train.config import PRESETS, build_config
+
+    explicit = dict(iters=iters, seed=seed, eval_episodes=0, device=str(device), checkpoint_every=0, progress=False)
+    if num_envs:
+        explicit["num_envs"] = num_envs
+    if rollout_len:
+        explicit["rollout_len"] = rollout_len
+    if "simple-tag" in PRESETS:
+        return build_config("simple-tag", **explicit), "preset simple-tag"
+    explicit.setdefault("num_envs", 128)
+    explicit.setdefault("rollout_len", 64)
+    return build_config(env="simple_tag", env_params=dict(ENV_PARAMS), **explicit), "explicit values"
+
+
+def compare_training(cfg, say=print) -> dict:
+    """Alternate gpurl and the JAX baseline for ``cfg.iters`` iterations each; curves and throughput."""
+    import torch
+
+    from gpurl.train.trainer import Trainer
+    from peers_jax_ippo import JaxIPPO, make_jaxmarl_tag
+
+    p = cfg.env_params
+    if cfg.env != "simple_tag" or p.get("num_good", 1) != 1:
+        raise ValueError("the training comparison is simple_tag with num_good = 1 (JaxMARL differs for G > 1)")
+    gp = Trainer(cfg)
+    jx = JaxIPPO(cfg, make_jaxmarl_tag(p.get("num_adversaries", 3), p.get("num_good", 1),
+                                       p.get("num_obstacles", 2), p.get("max_cycles", 25)))
+    steps_per_iter = cfg.num_envs * cfg.rollout_len
+    rows = {"gpurl": [], "jax_ippo": []}
+    seconds = {"gpurl": [], "jax_ippo": []}
+    phases: dict[str, float] = {}
+    say(f"{'iter':>5s} {'env_steps':>10s} | {'gpurl s':>8s} {'adv':>7s} {'good':>8s} | {'jax s':>8s} {'adv':>7s} "
+        f"{'good':>8s}")
+    for it in range(cfg.iters):
+        # gpurl (same order as gpurl.train.run.train's loop body)
+        t0 = time.perf_counter()
+        losses = gp.iterate()
+        gp.read_losses(losses)
+        g_stats = gp.read_stats(min_episodes=1)
+        if gp.device.type == "cuda":
+            torch.cuda.synchronize(gp.device)
+        g_dt = time.perf_counter() - t0
+        if it:
+            for k, v in gp.timer.read().items():
+                phases[k] = phases.get(k, 0.0) + v
+        else:
+            gp.timer.read()
+        # JAX baseline
+        t0 = time.perf_counter()
+        j_stats = jx.iterate()
+        j_dt = time.perf_counter() - t0
+        for name, stats, dt in (("gpurl", g_stats, g_dt), ("jax_ippo", j_stats, j_dt)):
+            rows[name].append({"env_steps": (it + 1) * steps_per_iter, "seconds": dt,
+                               "adversary": stats.get("return/adversary"), "good": stats.get("return/good")})
+            seconds[name].append(dt)
+        g, j = rows["gpurl"][-1], rows["jax_ippo"][-1]
+        say(f"{it + 1:5d} {g['env_steps']:10d} | {g_dt:8.2f} {_f(g['adversary'])} {_f(g['good'], 8)} | "
+            f"{j_dt:8.2f} {_f(j['adversary'])} {_f(j['good'], 8)}")
+    timed = slice(1, None) if cfg.iters > 1 else slice(0, None)
+    out = {"env_steps_per_iteration": steps_per_iter, "iterations": cfg.iters,
+           "compile_seconds": {k: v[0] for k, v in seconds.items()}}
+    for name in rows:
+        t = float(np.sum(seconds[name][timed]))
+        out[name] = {"env_steps_per_s": steps_per_iter * len(seconds[name][timed]) / t,
+                     "curve": [[r["env_steps"], r["adversary"], r["good"]] for r in rows[name]]}
+    per_iter = np.array(seconds["jax_ippo"][timed]) / np.array(seconds["gpurl"][timed])
+    out["ratio_gpurl_over_jax"] = out["gpurl"]["env_steps_per_s"] / out["jax_ippo"]["env_steps_per_s"]
+    out["ratio_median_per_iteration"] = float(np.median(per_iter))
+    out["gpurl_phase_seconds"] = {k: round(v, 3) for k, v in sorted(phases.items())}
+    out["curve_comparison"] = compare_curves(rows)
+    return out
+
+
+def _f(v, width=7):
+    return f"{v:{width}.2f}" if v is not None else " " * (width - 1) + "-"
+
+
+def compare_curves(rows: dict) -> dict:
+    """Per group: mean return over the last third of the iterations and over all of them (the area
+    under the curve per env step), for each trainer; gpurl is "no worse" when its last-third mean is
+    at least the baseline's minus two standard errors of the difference (per-iteration scatter)."""
+    out = {}
+    for group in ("adversary", "good"):
+        res = {}
+        tails = {}
+        for name, rs in rows.items():
+            ys = np.array([r[group] for r in rs if r[group] is not None], dtype=np.float64)
+            tail = ys[-max(1, len(ys) // 3):]
+            tails[name] = tail
+            res[name] = {"last_third_mean": float(tail.mean()) if len(tail) else None,
+                         "mean_over_run": float(ys.mean()) if len(ys) else None}
+        g, j = tails["gpurl"], tails["jax_ippo"]
+        if len(g) > 1 and len(j) > 1:
+            se = float(np.sqrt(g.var(ddof=1) / len(g) + j.var(ddof=1) / len(j)))
+            diff = float(g.mean() - j.mean())
+            res["difference_gpurl_minus_jax"] = diff
+            res["two_standard_errors"] = 2 * se
+            res["gpurl_no_worse"] = diff >= -2 * se
+        out[group] = res
+    return out
+
+
+def plot_curves(result: dict, path: Path, title: str) -> Path | None:
+    """Both trainers' return curves over env steps (adversary and good), one PNG; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, (col, group) in zip(axes, ((1, "adversary"), (2, "good"))):
+        for name, style in (("gpurl", "-"), ("jax_ippo", "--")):
+            pts = [(c[0], c[col]) for c in result[name]["curve"] if c[col] is not None]
+            if pts:
+                x, y = zip(*pts)
+                ax.plot(x, y, style, label=f"{name} ({result[name]['env_steps_per_s']:,.0f} env-steps/s)")
+        ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v / 1e3:.0f}k"))
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel(f"mean episode return, {group}")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path

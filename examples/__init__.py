@@ -1,0 +1,1 @@
+"""Runnable examples of gpurl (``import examples.custom_env`` from the repository root)."""

@@ -1,0 +1,124 @@
+"""CPU tier: tag_gridworld's CUDA C source (tag_gridworld.cu) built for the host vs the Numba CPU build.
+
+The .cu compiles as plain C++ through gpurl_host.h (HostCudaCModule) and is put behind a CPU env with
+``cuda_c.attach``, so it runs through the env's own reset/step/autoreset/out= paths with the exact
+arguments a GPU launch gets. Side by side with a Numba env (same params, seed, actions), every buffer
+a launch writes must match bit for bit after every step: state, obs, final_obs, reward, flags and the
+internal tags/finished/restart/hit_wall. Block sizes: 1 (each phase over all agents before the next,
+the Numba CPU build's order), 4 (< agents: real threads stride over agents across real barriers) and
+the GPU's default (32 threads for 13 agents, through run_against_reference vs the NumPy spec).
+
+Cost: one g++ build (~2 s), the Numba CPU build (~13 s when not cached), under a second of stepping.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gpurl.envs.base import StepOutputs
+from gpurl.envs.tag_gridworld.cuda_c import SOURCE, attach, kernel_args
+from gpurl.envs.tag_gridworld.layout import GridArrays, GridConsts
+from gpurl.kernels.cuda_c import bind_args, kernel_signatures
+from gpurl.kernels.cuda_c_host import HostCudaCModule, find_cxx
+
+from gridworld_harness import STATE_KEYS, make_small, random_actions, run_against_reference
+
+pytestmark = pytest.mark.cpu
+
+# 7 envs x (12 taggers + runner) on a 7 x 7 grid, 9-step episodes: tags and truncations both happen.
+PARAMS = dict(num_taggers=12, grid_length=6, episode_length=9)
+WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated", "_tags", "_finished", "_restart", "_hit_wall")
+
+
+@pytest.fixture(scope="module")
+def host():
+    if find_cxx() is None:
+        pytest.skip("no C++ compiler for the host build (install g++ or set CXX)")
+    module = HostCudaCModule(path=SOURCE)
+    module.build()
+    assert module.build_log == ""  # no g++ warnings
+    return module
+
+
+def make_pair(host, block, **overrides):
+    """(CUDA C host build, Numba CPU build) envs with the same params."""
+    params = {**PARAMS, **overrides}
+    c_env, numba_env = make_small(**params), make_small(**params)
+    attach(c_env, host, block)
+    return c_env, numba_env
+
+
+def assert_envs_match(c_env, numba_env, where: str) -> None:
+    for k in STATE_KEYS:
+        np.testing.assert_array_equal(getattr(c_env.state, k).numpy(), getattr(numba_env.state, k).numpy(),
+                                      err_msg=f"{where}: state.{k}")
+    for name in WRITTEN:
+        np.testing.assert_array_equal(getattr(c_env, name).numpy(), getattr(numba_env, name).numpy(),
+                                      err_msg=f"{where}: {name}")
+
+
+def step_pair(c_env, numba_env, steps, gen, dtype=torch.int64, where="") -> np.ndarray:
+    events = np.zeros(2, dtype=int)
+    for t in range(steps):
+        actions = random_actions(numba_env, gen, dtype)
+        c_env.step(actions)
+        numba_env.step(actions)
+        assert_envs_match(c_env, numba_env, f"{where}step {t}")
+        events += [int(numba_env.terminated.sum()), int(numba_env.truncated.sum())]
+    return events
+
+
+def test_kernel_parameters_are_the_layout_fields_in_order():
+    params = kernel_signatures(SOURCE.read_text())["tag_gridworld_step"]
+    names = ("num_envs", "num_agents", "obs_dim", *GridArrays._fields, *GridConsts._fields, "actions", "action_bytes")
+    assert tuple(p.name for p in params) == names
+    env = make_small(**PARAMS)  # the env's buffers and constants pass every dtype check
+    args = kernel_args(env._tensors, env._consts, env.obs_dim, torch.zeros(7, 13, 1, dtype=torch.int32))
+    assert len(bind_args("tag_gridworld_step", params, args, "cpu")) == len(names)
+
+
+@pytest.mark.parametrize("block", [1, 4], ids=["block1", "block4"])
+@pytest.mark.parametrize("full", [True, False], ids=["full_obs", "partial_obs"])
+def test_host_build_matches_numba_build_across_autoresets(host, full, block):
+    c_env, numba_env = make_pair(host, block, use_full_observation=full)
+    c_env.reset()
+    numba_env.reset()
+    assert_envs_match(c_env, numba_env, "reset")
+    tags, truncations = step_pair(c_env, numba_env, steps=30, gen=torch.Generator().manual_seed(0))
+    assert tags >= 3 and truncations >= 3
+    assert (c_env.state.episode.numpy() >= 3).all()  # every env crossed at least two autoresets
+
+
+def test_host_build_with_the_gpu_block_size_equals_the_reference(host):
+    env = make_small(**PARAMS, env_id_offset=5)
+    attach(env, host)  # block_size(13) = 32 threads, as on the GPU
+    terminated, truncated = run_against_reference(env, steps=12, seed=4)
+    assert terminated >= 1 and truncated >= 1
+
+
+def test_frozen_envs_masked_reseed_int32_actions_and_out_match_numba_build(host):
+    c_env, numba_env = make_pair(host, 4, autoreset=False, use_full_observation=False, random_start=False)
+    gen = torch.Generator().manual_seed(1)
+    for env in (c_env, numba_env):
+        env.reset()
+    ends = step_pair(c_env, numba_env, steps=12, gen=gen, dtype=torch.int32, where="frozen after their end, ")
+    assert ends.sum() >= 7 and c_env._finished.numpy().all()
+    mask = torch.tensor([False, True, False, True, False, False, True])
+    for env in (c_env, numba_env):
+        env.reset(seed=11, mask=mask)
+    assert_envs_match(c_env, numba_env, "masked reset with a new seed")
+    # out=: the step writes into caller-owned buffers instead of the env's own obs/reward/flags
+    outs = []
+    for env in (c_env, numba_env):
+        E, N, D = env.num_envs, env.num_agents, env.obs_dim
+        outs.append(StepOutputs(obs=torch.full((E, N, D), -1.0), reward=torch.full((E, N), -1.0),
+                                terminated=torch.ones(E, dtype=torch.bool), truncated=torch.ones(E, dtype=torch.bool),
+                                final_obs=torch.full((E, N, D), -1.0)))
+    actions = random_actions(numba_env, gen, torch.int32)
+    for env, out in zip((c_env, numba_env), outs):
+        env.step(actions, out=out)
+    for name in StepOutputs._fields:
+        np.testing.assert_array_equal(getattr(outs[0], name).numpy(), getattr(outs[1], name).numpy(), err_msg=name)
+    assert_envs_match(c_env, numba_env, "after a step with out=")
+    np.testing.assert_array_equal(outs[0].reward.numpy()[~mask.numpy()], 0)  # frozen envs: reward 0
