@@ -36,7 +36,7 @@ class GraphedRollout:
             self.fn()
             return
         if self.graph is None:
-            torch.cuda.synchronize()
+            torch.cuda.synchronize()  # host-ok: once, before capture
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 self.fn()

@@ -19,7 +19,7 @@ def observation_space(obs_dim: int) -> gymnasium.spaces.Box:
 
 def host_copy(tensor: torch.Tensor) -> np.ndarray:
     """A numpy array that owns its memory: env buffers are rewritten in place by the next step."""
-    return tensor.detach().to("cpu", copy=True).numpy()
+    return tensor.detach().to("cpu", copy=True).numpy()  # host-ok: adapters hand numpy to the ecosystem
 
 
 def is_discrete(space: gymnasium.Space) -> bool:
@@ -34,7 +34,7 @@ def check_host_actions(actions, space: gymnasium.Space, count: int, who) -> np.n
     Discrete/MultiDiscrete, numeric for Box. ``who(k)`` names the k-th action in error messages.
     """
     dims, high = action_bounds(space)
-    array = np.asarray(actions.detach().cpu() if isinstance(actions, torch.Tensor) else actions)
+    array = np.asarray(actions.detach().cpu() if isinstance(actions, torch.Tensor) else actions)  # host-ok
     expected = (count, *space.shape)
     if array.shape != expected:
         raise ValueError(f"actions must have shape {expected} for {count} agent(s) with action space {space}, "

@@ -113,7 +113,7 @@ class ParallelEnv(pettingzoo.ParallelEnv):
                              f"unknown {unknown}")
         for agent in self.agents:
             value = actions[agent]
-            one = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value)[None]
+            one = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value)[None]  # host-ok
             named = lambda _k, a=agent: f"agent {a!r}"  # noqa: E731
             self._actions[self._rows[agent][0]] = check_host_actions(one, self._action_spaces[agent], 1, named)[0]
         batch = torch.as_tensor(self._actions, device=self.env.device).unsqueeze(0)  # [1, N, action_dims]
