@@ -6,6 +6,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..params import checked_params
+
 # ---- world constants (spec "Constants"; mpe2 1.1.1 hard-codes them) ---------------------------------------
 DT = 0.1
 DAMPING = 0.25
@@ -41,13 +43,7 @@ class SimpleTagParams:
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> "SimpleTagParams":
-        valid = [f.name for f in fields(cls)]
-        for key in kwargs:
-            if key not in valid:
-                raise TypeError(f"simple_tag got an unknown parameter {key!r}; valid parameters: {valid}")
-        params = cls(**kwargs)
-        params.validate()
-        return params
+        return checked_params(cls, "simple_tag", kwargs)
 
     @property
     def num_agents(self) -> int:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..params import checked_params
+
 
 @dataclass(frozen=True)
 class TagContinuousParams:
@@ -59,13 +61,7 @@ class TagContinuousParams:
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> "TagContinuousParams":
-        valid = [f.name for f in fields(cls)]
-        for key in kwargs:
-            if key not in valid:
-                raise TypeError(f"tag_continuous got an unknown parameter {key!r}; valid parameters: {valid}")
-        params = cls(**kwargs)
-        params.validate()
-        return params
+        return checked_params(cls, "tag_continuous", kwargs)
 
     @property
     def num_agents(self) -> int:

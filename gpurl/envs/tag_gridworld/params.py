@@ -7,6 +7,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..params import checked_params
+
 #: Largest grid_length: cells 0..L must stay exact in float32 (obs x/L) and L+1 must fit int32.
 MAX_GRID_LENGTH = 2**24
 
@@ -34,13 +36,7 @@ class TagGridworldParams:
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> "TagGridworldParams":
-        valid = [f.name for f in fields(cls)]
-        for key in kwargs:
-            if key not in valid:
-                raise TypeError(f"tag_gridworld got an unknown parameter {key!r}; valid parameters: {valid}")
-        params = cls(**kwargs)
-        params.validate()
-        return params
+        return checked_params(cls, "tag_gridworld", kwargs)
 
     @property
     def num_agents(self) -> int:
