@@ -1,6 +1,6 @@
 """Built-in envs, the registry and the env API."""
 from .base import KernelEnv, StepOutputs
-from .registry import make, register, registered, resolve_device
+from .registry import import_env_module, make, register, registered, resolve_device
 from .spaces import Group
 from .simple_tag import SimpleTag
 from .tag_continuous import TagContinuous
@@ -21,5 +21,5 @@ def _tag_gridworld(**kwargs):
 
 register("tag_gridworld", _tag_gridworld)
 
-__all__ = ["Group", "KernelEnv", "StepOutputs", "TagContinuous", "TagGridworld", "make", "register", "registered",
-           "resolve_device"]
+__all__ = ["Group", "KernelEnv", "StepOutputs", "TagContinuous", "TagGridworld", "import_env_module", "make",
+           "register", "registered", "resolve_device"]

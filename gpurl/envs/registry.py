@@ -1,7 +1,13 @@
 """``gpurl.make`` / ``gpurl.register``: the env registry (see shared/specs/API.md)."""
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
 import sys
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -10,14 +16,38 @@ _FACTORIES: dict[str, Callable] = {}
 
 
 def register(name: str, factory: Callable, *, overwrite: bool = False) -> None:
-    """Register ``factory(num_envs=, device=, seed=, autoreset=, **env_params)`` under ``name``."""
+    """Register ``factory(num_envs=, device=, seed=, autoreset=, **env_params)`` under ``name``.
+
+    Registering a name again is an error unless ``overwrite`` or the factory is the same definition
+    (the same object, or the same code re-executed: a module imported again, reloaded, or run as a
+    script and imported); then the newer one replaces it.
+    """
     if not isinstance(name, str) or not name:
         raise TypeError(f"env name must be a non-empty str, got {name!r}")
     if not callable(factory):
         raise TypeError(f"factory for {name!r} must be callable, got {type(factory).__name__}")
-    if name in _FACTORIES and not overwrite:
-        raise ValueError(f"env {name!r} is already registered (pass overwrite=True to replace it)")
+    if name in _FACTORIES and not overwrite and not _same_definition(_FACTORIES[name], factory):
+        raise ValueError(f"env {name!r} is already registered by {_describe(_FACTORIES[name])} "
+                         f"(pass overwrite=True to replace it)")
     _FACTORIES[name] = factory
+
+
+def _definition(factory: Callable) -> tuple | None:
+    """(source file, qualified name, first line for functions) of a class or function, or None."""
+    try:
+        source = Path(inspect.getfile(factory)).resolve()
+    except (TypeError, OSError):  # a builtin, a callable instance, or code without a file
+        return None
+    code = getattr(factory, "__code__", None)
+    return str(source), getattr(factory, "__qualname__", None), code.co_firstlineno if code else None
+
+
+def _same_definition(old: Callable, new: Callable) -> bool:
+    return old is new or (_definition(old) is not None and _definition(old) == _definition(new))
+
+
+def _describe(factory: Callable) -> str:
+    return f"{getattr(factory, '__module__', '?')}.{getattr(factory, '__qualname__', type(factory).__name__)}"
 
 
 def registered() -> list[str]:
@@ -28,9 +58,48 @@ def make(name: str, num_envs: int = 1024, device: str | torch.device | None = No
          autoreset: bool = True, **env_params):
     """Build ``num_envs`` copies of env ``name`` on ``device`` (None: CUDA when usable, else CPU)."""
     if name not in _FACTORIES:
-        raise ValueError(f"unknown env {name!r}; registered envs: {registered()}")
+        raise ValueError(f"unknown env {name!r}; registered envs: {registered()} (an env of your own is "
+                         f"registered by importing its module, e.g. bench/tag_ppo.py --env-module PATH.py)")
     return _FACTORIES[name](num_envs=num_envs, device=resolve_device(device), seed=seed,
                             autoreset=autoreset, **env_params)
+
+
+def import_env_module(spec: str):
+    """Import the module that registers a custom env and return it: ``spec`` is a module name
+    (``examples.custom_env``, importable from sys.path or the working directory) or the path of a .py
+    file (``examples/custom_env.py``), imported once per process under a name derived from its
+    absolute path. ImportError names ``spec``; errors raised by the module's own code propagate.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ImportError(f"env module must be a module name or a .py path, got {spec!r}")
+    if spec.endswith(".py") or os.sep in spec or "/" in spec:
+        path = Path(spec).expanduser().resolve()
+        if not path.is_file():
+            raise ImportError(f"env module {spec!r}: no such file ({path})")
+        digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+        module_name = f"_gpurl_env_module_{path.stem.replace('-', '_')}_{digest}"
+        if module_name in sys.modules:
+            return sys.modules[module_name]
+        loader_spec = importlib.util.spec_from_file_location(module_name, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise ImportError(f"env module {spec!r}: cannot be imported as Python source ({path})")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[module_name] = module  # before executing it, as a normal import does (dataclasses need it)
+        try:
+            loader_spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[module_name]
+            raise
+        return module
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())  # a script's sys.path starts at its own folder, not the working one
+    try:
+        return importlib.import_module(spec)
+    except ModuleNotFoundError as err:
+        if err.name is not None and spec != err.name and not spec.startswith(err.name + "."):
+            raise  # the module exists, something it imports does not
+        raise ImportError(f"env module {spec!r} not found (not importable from sys.path or {os.getcwd()}; "
+                          f"a file is given by its path, e.g. examples/custom_env.py)") from err
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:

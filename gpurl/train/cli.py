@@ -48,6 +48,9 @@ def build_parser(description: str = "") -> argparse.ArgumentParser:
         if f.name == "env_params":
             parser.add_argument("--env-param", dest="env_params", action="append", type=_env_param,
                                 metavar="KEY=VALUE", **kw)
+        elif f.name == "env_modules":  # documented as --env-module; a list of them is --env-modules A,B
+            parser.add_argument("--env-module", "--env-modules", dest="env_modules", action="extend",
+                                type=_tuple_of(str), metavar="MODULE_OR_PATH", **kw)
         elif f.name == "preset":
             parser.add_argument(flag, choices=sorted(PRESETS), **kw)
         elif f.type in ("bool", "bool | None"):

@@ -8,6 +8,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field, fields
 
+from ..envs.registry import import_env_module
 from ..envs.tag_continuous.params import TAG_5V1000, TAG_10V100
 from ..envs.tag_gridworld.params import TAG_GRID_4
 
@@ -23,6 +24,9 @@ class TrainConfig:
     env: str = _doc("registered env name", default="tag_continuous")
     env_params: dict = _doc("env parameters passed to gpurl.make (CLI: --env-param KEY=VALUE, repeatable)",
                             default_factory=dict)
+    env_modules: tuple = _doc("modules imported before the env is made, so that they register custom envs: "
+                              "module names (examples.custom_env) or .py paths (examples/custom_env.py) "
+                              "(CLI: --env-module PATH, repeatable or comma-separated)", default=())
     preset: str | None = _doc("named configuration applied before explicit values (see PRESETS)", default=None)
     num_envs: int = _doc("parallel envs", default=64)
     device: str | None = _doc("'cpu', 'cuda', 'cuda:N', or None for CUDA when usable else CPU", default=None)
@@ -80,8 +84,10 @@ class TrainConfig:
 
     def validated(self) -> "TrainConfig":
         """A checked copy with derived values filled in; ValueError names the first bad field."""
+        modules = (self.env_modules,) if isinstance(self.env_modules, str) else tuple(self.env_modules)
         c = dataclasses.replace(self, env_params=dict(self.env_params), hidden=tuple(self.hidden),
-                                train_groups=tuple(self.train_groups), nsys_iters=tuple(self.nsys_iters))
+                                train_groups=tuple(self.train_groups), nsys_iters=tuple(self.nsys_iters),
+                                env_modules=modules)
         if c.algo not in ("ppo", "a2c"):
             raise ValueError(f"algo must be 'ppo' or 'a2c', got {c.algo!r}")
         if c.algo == "a2c":
@@ -121,7 +127,20 @@ class TrainConfig:
             raise ValueError(f"nsys_iters must be two iterations first < last (e.g. 2,4), got {c.nsys_iters!r}")
         if c.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {c.activation!r}")
+        c._import_env_modules()
         return c
+
+    def _import_env_modules(self) -> None:
+        """Import every env module (once per process; validated() runs in every process that makes the
+        env: a fresh run, a resumed one, each torchrun rank), so the env they register can be made."""
+        for spec in self.env_modules:
+            if not isinstance(spec, str) or not spec:
+                raise ValueError(f"env_modules must be module names or .py paths, got {spec!r}")
+            try:
+                import_env_module(spec)
+            except ImportError as err:
+                detail = str(err) if spec in str(err) else f"importing {spec!r} failed: {type(err).__name__}: {err}"
+                raise ValueError(f"env_modules: {detail}") from err
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

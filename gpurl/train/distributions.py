@@ -14,6 +14,13 @@ from typing import Sequence
 import torch
 
 
+def _log_softmax(logits: torch.Tensor) -> torch.Tensor:
+    """``log_softmax(logits, -1)`` as max-shifted elementwise ops: torch's CPU kernel is slow over a
+    last dimension of a few actions (1.6x this, forward + backward, on [9600, 5])."""
+    shifted = logits - logits.detach().amax(-1, keepdim=True)
+    return shifted - shifted.exp().sum(-1, keepdim=True).log()
+
+
 class Categoricals:
     """Heads of sizes ``nvec``; the actor's output row is their logits side by side, [B, sum(nvec)]."""
 
@@ -32,8 +39,8 @@ class Categoricals:
     def _log_probs(self, logits: torch.Tensor) -> list[torch.Tensor]:
         """Normalised log-probabilities, one [B, n] (or one [B, heads, n]) tensor."""
         if self._uniform:
-            return [torch.log_softmax(logits.view(logits.shape[0], self.action_dims, self.nvec[0]), -1)]
-        return [torch.log_softmax(part, -1) for part in logits.split(self.nvec, dim=-1)]
+            return [_log_softmax(logits.view(logits.shape[0], self.action_dims, self.nvec[0]))]
+        return [_log_softmax(part) for part in logits.split(self.nvec, dim=-1)]
 
     def sample(self, logits: torch.Tensor, log_std: torch.Tensor, generator: torch.Generator | None):
         """``(action int64 [B, heads], log_prob [B])``: inverse CDF of one uniform per head."""

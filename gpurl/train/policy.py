@@ -16,8 +16,10 @@ import torch
 from torch import nn
 
 from .distributions import Categoricals, DiagGaussian
+from ..fusion.fast_tanh import Tanh
 
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+# Tanh: torch.tanh on the GPU, a vectorised rational approximation on the CPU (see fast_tanh).
+ACTIVATIONS = {"tanh": Tanh, "relu": nn.ReLU}
 
 
 def mlp(in_dim: int, widths: Sequence[int], out_dim: int, activation: str, out_gain: float) -> nn.Sequential:

@@ -23,7 +23,7 @@ from .trainer import Trainer
 #: Fields a resumed run may change; every other field comes from the checkpoint.
 RESUME_OVERRIDABLE = ("iters", "total_steps", "log_dir", "log_every", "checkpoint_every", "profile", "progress",
                       "resume", "torch_threads", "device", "render_final", "nsys_iters", "dist", "dist_timeout",
-                      "replication_check_every", "max_staleness")
+                      "replication_check_every", "max_staleness", "env_modules")
 
 
 def resume_config(checkpoint: dict, overrides: dict) -> TrainConfig:

@@ -1,0 +1,114 @@
+"""``env_modules`` (TrainConfig; CLI ``--env-module``): the modules that register custom envs are imported
+by ``TrainConfig.validated()`` (a fresh run, a resumed one, every torchrun rank), given as a .py path or a
+module name; and ``gpurl.register`` tolerates the same definition registered again (a re-import)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import gpurl
+from gpurl.envs import import_env_module, registry
+from gpurl.train.cli import config_from_args
+from gpurl.train.config import TrainConfig, build_config
+from gpurl.train.run import resume_config
+
+pytestmark = pytest.mark.cpu
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = "examples/custom_env.py"
+
+TINY_ENV = '''
+import gpurl
+
+
+def make_tiny(**kwargs):
+    return gpurl.make("tag_continuous", num_taggers=1, num_runners=2, **kwargs)
+
+
+gpurl.register("tiny_tag", make_tiny)
+'''
+
+
+@pytest.fixture
+def isolated(monkeypatch):
+    """A private registry and sys.path; modules imported by the test are forgotten after it."""
+    monkeypatch.setattr(registry, "_FACTORIES", dict(registry._FACTORIES))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(REPO)
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name.startswith(("_gpurl_env_module_", "examples", "tiny_env_mod", "broken_env_mod")):
+            del sys.modules[name]
+
+
+def test_a_py_path_is_imported_once_and_its_env_made(isolated):
+    assert "foraging" not in gpurl.registered()
+    c = build_config(env="foraging", env_modules=(EXAMPLE,), iters=1)
+    assert c.env_modules == (EXAMPLE,) and "foraging" in gpurl.registered()
+    env = gpurl.make("foraging", num_envs=2, device="cpu", seed=0, num_agents=3)
+    assert env.num_agents == 3 and type(env).__module__.startswith("_gpurl_env_module_custom_env_")
+    module = sys.modules[type(env).__module__]
+    c.validated()  # validated again (train, Trainer): the module is not executed again
+    assert import_env_module(str(REPO / EXAMPLE)) is module  # same file, same module
+    assert gpurl.make("foraging", num_envs=1, device="cpu").__class__ is type(env)
+
+
+def test_a_module_name_is_imported_from_the_working_directory(isolated, tmp_path, monkeypatch):
+    (tmp_path / "tiny_env_mod.py").write_text(TINY_ENV)
+    monkeypatch.chdir(tmp_path)  # not on sys.path: bench/tag_ppo.py's sys.path starts at bench/
+    assert str(tmp_path) not in sys.path
+    build_config(env="tiny_tag", env_modules=("tiny_env_mod",), iters=1)
+    env = gpurl.make("tiny_tag", num_envs=2, device="cpu")
+    assert env.num_agents == 3
+
+
+def test_the_cli_flag_is_repeatable_and_comma_separated(isolated):
+    c = config_from_args(["--env-module", EXAMPLE, "--env-modules", "json,math", "--env", "foraging",
+                          "--iters", "1"])
+    assert c.env_modules == (EXAMPLE, "json", "math") and c.env == "foraging"
+    assert "foraging" in gpurl.registered()
+
+
+def test_config_round_trips_and_resume_re_imports(isolated):
+    c = build_config(env="foraging", env_modules=(EXAMPLE,), iters=1)
+    assert TrainConfig.from_dict(c.to_dict()) == c
+    del registry._FACTORIES["foraging"]  # a fresh process resuming the checkpoint: nothing registered yet
+    for name in [n for n in sys.modules if n.startswith("_gpurl_env_module_")]:
+        del sys.modules[name]
+    resumed = resume_config({"config": c.to_dict()}, {"iters": 2})
+    assert resumed.env_modules == (EXAMPLE,) and resumed.iters == 2 and "foraging" in gpurl.registered()
+    moved = resume_config({"config": c.to_dict()}, {"env_modules": ["examples.custom_env"]})  # file moved
+    assert moved.env_modules == ("examples.custom_env",) and "examples.custom_env" in sys.modules
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("nope/missing_env.py", ["nope/missing_env.py", "no such file"]),
+    ("no_such_env_module_xyz", ["no_such_env_module_xyz", "not found"]),
+    ("broken_env_mod", ["broken_env_mod", "not_a_real_dependency_xyz"]),
+])
+def test_a_bad_module_is_a_clear_error_naming_it(isolated, tmp_path, monkeypatch, spec, words):
+    (tmp_path / "broken_env_mod.py").write_text("import not_a_real_dependency_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="env_modules") as err:
+        build_config(env_modules=(spec,), iters=1)
+    assert all(w in str(err.value) for w in words), str(err.value)
+
+
+def test_a_bad_module_on_the_cli_exits_naming_it(isolated, capsys):
+    with pytest.raises(SystemExit):
+        config_from_args(["--env-module", "nope/missing_env.py", "--iters", "1"])
+    assert "nope/missing_env.py" in capsys.readouterr().err
+
+
+def test_re_registering_the_same_definition_is_fine_another_factory_is_not(isolated):
+    by_path = import_env_module(EXAMPLE)
+    by_name = import_env_module("examples.custom_env")  # the same file again, as another module
+    assert by_path is not by_name and gpurl.make("foraging", num_envs=1, device="cpu").__class__ is by_name.Foraging
+    gpurl.register("foraging", by_path.Foraging)  # and back: same file, same class
+    with pytest.raises(ValueError, match="foraging.*already registered"):
+        gpurl.register("foraging", lambda **kw: None)
+    with pytest.raises(ValueError, match="tag_continuous"):
+        gpurl.register("tag_continuous", by_path.Foraging)
