@@ -54,14 +54,14 @@ def actor_step_ref(x: torch.Tensor, packed: PackedPolicy, step: torch.Tensor, se
         h0 = h0.clamp(-p.norm_clip, p.norm_clip)
     outs = []
     for w0, wh, b in ((p.a_w0, p.a_wh, p.a_b), (p.c_w0, p.c_wh, p.c_b)):
-        h = _act_ref(h0 @ w0[:D] + b[0], p.activation)
+        h = _act_ref(torch.addmm(b[0], h0, w0[:D]), p.activation)
         for k in range(p.layers - 1):
-            h = _act_ref(h @ wh[k] + b[k + 1], p.activation)
+            h = _act_ref(torch.addmm(b[k + 1], h, wh[k]), p.activation)
         outs.append(h)
     ha, hc = outs
     # All heads at once: padded logits carry a -1e30 bias, so they add nothing to the sums and the
     # inverse CDF never stops on them (the clamp only guards u * s rounding past the last real one).
-    logits = (ha @ p.a_wo + p.a_bo).view(E * n, p.heads, p.NP)
+    logits = torch.addmm(p.a_bo, ha, p.a_wo).view(E * n, p.heads, p.NP)
     ids = global_agent_ids(E, n, env_offset, num_agents, group_start, x.device)
     heads = torch.arange(p.heads, device=x.device)
     u = uniform_ref(seed, ids.unsqueeze(1), step, heads)                      # [rows, heads]
@@ -73,7 +73,7 @@ def actor_step_ref(x: torch.Tensor, packed: PackedPolicy, step: torch.Tensor, se
     action.copy_(a.view(E, n, p.heads))
     logp = logits.gather(-1, a.unsqueeze(-1)).squeeze(-1) - m.squeeze(-1) - torch.log(s)
     log_prob.copy_(logp.sum(-1).view(E, n))
-    value.copy_((hc @ p.c_wo + p.c_bo).view(E, n))
+    value.copy_(torch.addmv(p.c_bo, hc, p.c_wo).view(E, n))
 
 
 if triton is not None:

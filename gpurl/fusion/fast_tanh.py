@@ -91,13 +91,30 @@ def _fast_path(x: torch.Tensor) -> bool:
     return x.device.type == "cpu" and x.dtype == torch.float32
 
 
+@numba.njit(fastmath=_FAST, error_model="numpy", cache=True)
+def _tanh_serial(x, out):
+    _tanh_span(x, out)
+
+
+@numba.njit(fastmath=_FAST, error_model="numpy", cache=True)
+def _tanh_grad_serial(grad, y, out):
+    _tanh_grad_span(grad, y, out)
+
+
+def _run(parallel, serial, *tensors: torch.Tensor) -> None:
+    # A parallel region costs ~20 us of thread hand-off: more than the whole tanh of a rollout step's
+    # few hundred rows (~4 us), so only large arrays (the update's minibatches) are split.
+    arrays = [_flat(t) for t in tensors]
+    (parallel if arrays[0].size >= 4 * _CHUNK else serial)(*arrays)
+
+
 def tanh(x: torch.Tensor) -> torch.Tensor:
     """tanh of ``x`` without autograd: the approximation for CPU float32, else ``torch.tanh``."""
     if not _fast_path(x):
         return torch.tanh(x)
     x = x.contiguous()
     out = torch.empty_like(x)
-    _tanh_kernel(_flat(x), _flat(out))
+    _run(_tanh_kernel, _tanh_serial, x, out)
     return out
 
 
@@ -111,9 +128,8 @@ class _TanhFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        grad = grad.contiguous()
         out = torch.empty_like(y)
-        _tanh_grad_kernel(_flat(grad), _flat(y), _flat(out))
+        _run(_tanh_grad_kernel, _tanh_grad_serial, grad.contiguous(), y, out)
         return out
 
 
