@@ -24,6 +24,7 @@ from ..fusion.actor_op import FusedActor
 from ..fusion.graph import GraphedRollout
 from .config import TrainConfig
 from .fragments import ActorFragment, EnvFragment, LearnerFragment
+from .host_memory import keep_freed_memory
 from .metrics import EpisodeStats, PhaseTimer, nvtx_range
 from .placement import Placement
 from .policy import ActorCritic
@@ -58,6 +59,8 @@ class Trainer:
         self.device = placement.device or resolve_device(cfg.device)
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
+        if self.device.type == "cpu":
+            keep_freed_memory()
         self.shard = placement.env_shard(cfg.num_envs)
         self.env = make(cfg.env, num_envs=self.shard.size, device=self.device, seed=cfg.seed, autoreset=True,
                         validate=False, env_id_offset=self.shard.lo, **cfg.env_params)
