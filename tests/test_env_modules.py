@@ -33,15 +33,17 @@ gpurl.register("tiny_tag", make_tiny)
 
 @pytest.fixture
 def isolated(monkeypatch):
-    """A private registry and sys.path; modules imported by the test are forgotten after it."""
-    monkeypatch.setattr(registry, "_FACTORIES", dict(registry._FACTORIES))
+    """A private registry without the example's env, and sys.path; the env modules imported earlier in
+    this process (other tests import the example) are set aside, and those the test imports forgotten."""
+    prefixes = ("_gpurl_env_module_", "examples", "tiny_env_mod", "broken_env_mod")
+    monkeypatch.setattr(registry, "_FACTORIES", {k: v for k, v in registry._FACTORIES.items() if k != "foraging"})
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.chdir(REPO)
-    before = set(sys.modules)
+    earlier = {name: sys.modules.pop(name) for name in list(sys.modules) if name.startswith(prefixes)}
     yield
-    for name in set(sys.modules) - before:
-        if name.startswith(("_gpurl_env_module_", "examples", "tiny_env_mod", "broken_env_mod")):
-            del sys.modules[name]
+    for name in [n for n in sys.modules if n.startswith(prefixes)]:
+        del sys.modules[name]
+    sys.modules.update(earlier)
 
 
 def test_a_py_path_is_imported_once_and_its_env_made(isolated):
