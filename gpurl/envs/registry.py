@@ -19,8 +19,8 @@ def register(name: str, factory: Callable, *, overwrite: bool = False) -> None:
     """Register ``factory(num_envs=, device=, seed=, autoreset=, **env_params)`` under ``name``.
 
     Registering a name again is an error unless ``overwrite`` or the factory is the same definition
-    (the same object, or the same code re-executed: a module imported again, reloaded, or run as a
-    script and imported); then the newer one replaces it.
+    (the same object, or the same class or function of the same file re-executed: a module imported
+    again, reloaded, or run as a script and imported); then the newer one replaces it.
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"env name must be a non-empty str, got {name!r}")
@@ -33,13 +33,13 @@ def register(name: str, factory: Callable, *, overwrite: bool = False) -> None:
 
 
 def _definition(factory: Callable) -> tuple | None:
-    """(source file, qualified name, first line for functions) of a class or function, or None."""
+    """(source file, qualified name) of a named class or function, or None (a lambda: one file may hold
+    many; a builtin, a callable instance)."""
     try:
-        source = Path(inspect.getfile(factory)).resolve()
-    except (TypeError, OSError):  # a builtin, a callable instance, or code without a file
+        definition = str(Path(inspect.getfile(factory)).resolve()), factory.__qualname__
+    except (TypeError, OSError, AttributeError):
         return None
-    code = getattr(factory, "__code__", None)
-    return str(source), getattr(factory, "__qualname__", None), code.co_firstlineno if code else None
+    return None if "<lambda>" in definition[1] else definition
 
 
 def _same_definition(old: Callable, new: Callable) -> bool:

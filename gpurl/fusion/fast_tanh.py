@@ -94,7 +94,7 @@ def _tanh_grad_serial(grad, y, out):
 
 
 def _flat(t: torch.Tensor) -> np.ndarray:
-    return t.detach().reshape(-1).numpy()
+    return t.detach().reshape(-1).numpy()  # host-ok: CPU tensors only (_fast_path), a zero-copy view
 
 
 def _fast_path(x: torch.Tensor) -> bool:

@@ -1,7 +1,7 @@
 """Training comparison of ``bench/peers.py``: gpurl PPO vs the JAX IPPO baseline on simple_tag 3v1v2.
 
 Both train from one :class:`gpurl.train.config.TrainConfig` (same envs, rollout length, network
-widths, epochs, minibatches and every other hyper-parameter; see ``_peers_jax_ippo``) and alternate
+widths, epochs, minibatches and every other hyper-parameter; see ``jax_ippo``) and alternate
 iteration by iteration, so load from other work on the machine hits both alike. gpurl's iteration is
 ``Trainer.iterate`` + ``read_losses`` + ``read_stats`` (what ``gpurl.train.run.train`` does per
 iteration, without its CSV/TensorBoard writes); the baseline's is one jitted call plus its host read.
@@ -39,7 +39,7 @@ def compare_training(cfg, say=print) -> dict:
     import torch
 
     from gpurl.train.trainer import Trainer
-    from _peers_jax_ippo import JaxIPPO, make_jaxmarl_tag
+    from .jax_ippo import JaxIPPO, make_jaxmarl_tag
 
     p = cfg.env_params
     if cfg.env != "simple_tag" or p.get("num_good", 1) != 1:

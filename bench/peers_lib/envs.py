@@ -93,7 +93,7 @@ class GpurlRunner:
 
 class JaxMARLRunner:
     """``jit(scan(vmap(env.step)))`` over JaxMARL's ``MPE_simple_tag_v3`` (25-step episodes, see
-    _peers_jax_ippo.make_jaxmarl_tag). Actions and step keys are drawn up front and fed to the scan as
+    jax_ippo.make_jaxmarl_tag). Actions and step keys are drawn up front and fed to the scan as
     inputs; a checksum of every observation and reward is the scan's output, so XLA cannot drop the
     observation work (gpurl writes every observation too)."""
 
@@ -103,7 +103,7 @@ class JaxMARLRunner:
         import jax
         import jax.numpy as jnp
 
-        from _peers_jax_ippo import make_jaxmarl_tag
+        from .jax_ippo import make_jaxmarl_tag
 
         self.jax = jax
         env = make_jaxmarl_tag(cfg.num_adversaries, cfg.num_good, cfg.num_obstacles, cfg.max_cycles)
