@@ -41,7 +41,7 @@ def launch_args(config: str) -> dict[str, tuple]:
     env = gpurl.make("simple_tag", num_envs=2, device="cpu", seed=1, num_adversaries=2, num_good=3, **params)
     recorded = {}
 
-    def record(kernel, target, num_envs, num_agents, *args, stream=None):
+    def record(kernel, target, num_envs, num_agents, *args, stream=None, constants=()):
         recorded["reset" if "reset" not in recorded else "step"] = args
 
     with pytest.MonkeyPatch.context() as mp:

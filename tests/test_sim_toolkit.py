@@ -9,7 +9,10 @@ import pytest
 
 import gpurl.kernels.program as program
 
-from toolkit_kernels import double_kernel, rng_args, rng_kernel, rng_ref, swarm_args, swarm_kernel, swarm_ref
+from gpurl.kernels import freeze_constants
+
+from toolkit_kernels import (double_kernel, rng_args, rng_kernel, rng_ref, swarm_args, swarm_kernel, swarm_ref,
+                             width_kernel, width_ref)
 
 pytestmark = [
     pytest.mark.sim,
@@ -62,3 +65,11 @@ def test_rng_matches_references_exactly(small_blocks):
         for got, want in zip(args[2:], rng_ref(**shape, seed=seed, counter=counter)):
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(got, want)
+
+
+def test_build_constant_in_the_cuda_build():
+    out = np.zeros((2, 3), np.float32)
+    width_kernel.launch("cuda", 2, 3, out, constants=freeze_constants({"TOOLKIT_FIXED_WIDTH": 5}))
+    np.testing.assert_array_equal(out, width_ref(2, 3, 5))
+    width_kernel.launch("cuda", 2, 3, out)
+    np.testing.assert_array_equal(out, width_ref(2, 3, 3))

@@ -42,6 +42,27 @@ def _apply_affine(e, i, x, scale):
 
 affine_kernel = EnvKernel("affine", [per_agent(_apply_affine)], nargs=2)
 
+# ---- build constants: a global fixed per build, read through a nested device function ------------------
+
+TOOLKIT_FIXED_WIDTH = 0  # 0: the run-time width (out.shape[1])
+
+
+@device
+def _width(n):
+    return TOOLKIT_FIXED_WIDTH if TOOLKIT_FIXED_WIDTH > 0 else n
+
+
+def _write_width(e, i, out):
+    out[e, i] = np.float32(_width(out.shape[1]) * 10 + i)
+
+
+width_kernel = EnvKernel("width", [per_agent(_write_width)], nargs=1)
+
+
+def width_ref(num_envs: int, num_agents: int, width: int) -> np.ndarray:
+    return np.broadcast_to(np.float32(width * 10) + np.arange(num_agents, dtype=np.float32),
+                           (num_envs, num_agents)).copy()
+
 # ---- RNG + float32 trig (the cuda override of cos32) ---------------------------------------------------
 
 

@@ -5,6 +5,8 @@
 - Counter-based RNG (:func:`random_uniform`, ...), float32 math with one meaning everywhere
   (:func:`cos32`, :func:`sin32`), k nearest neighbours (:func:`k_nearest`), per-lane scratch
   (:func:`lane`), torch zero-copy views (:mod:`.interop`).
+- Build constants (:func:`freeze_constants`): module globals, sizes say, fixed for one build so that
+  Numba compiles them as literals (``EnvKernel.launch(..., constants=...)``).
 - Errors in author code name the phase and the author's file and line (:class:`KernelTypingError`,
   :class:`KernelIndexError`); :meth:`EnvKernel.run_python` runs the phases uncompiled for debugging.
 
@@ -16,10 +18,10 @@ from .neighbors import count_within, k_nearest, pair_distance
 from .program import EnvKernel, Phase, block_size, per_agent, per_env
 from .rng import mix64, random_below, random_u32, random_uniform
 from .scratch import lane, num_lanes
-from .targets import DeviceFunction, device
+from .targets import DeviceFunction, device, freeze_constants
 
 __all__ = [
     "DeviceFunction", "EnvKernel", "KernelIndexError", "KernelTypingError", "Phase", "block_size", "cos32",
-    "count_within", "device", "fmod32", "k_nearest", "lane", "mix64", "num_lanes", "pair_distance", "per_agent",
-    "per_env", "random_below", "random_u32", "random_uniform", "sin32",
+    "count_within", "device", "fmod32", "freeze_constants", "k_nearest", "lane", "mix64", "num_lanes",
+    "pair_distance", "per_agent", "per_env", "random_below", "random_u32", "random_uniform", "sin32",
 ]

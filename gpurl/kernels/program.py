@@ -115,14 +115,15 @@ class EnvKernel:
         self.name = name
         self.phases = tuple(phases)
         self.nargs = nargs
-        self._builds: dict[str, Callable] = {}
+        self._builds: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
 
-    def driver_python(self, target: str) -> Callable:
-        """The generated plain-Python driver for ``target`` (phases bound to their target builds)."""
+    def driver_python(self, target: str, constants: tuple = ()) -> Callable:
+        """The generated plain-Python driver for ``target`` (phases bound to their target builds with
+        ``constants``, a :func:`~.targets.freeze_constants` tuple)."""
         if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-        namespace: dict = {f"phase{p}": ph.fn.build(target) for p, ph in enumerate(self.phases)}
+        namespace: dict = {f"phase{p}": ph.fn.build(target, constants) for p, ph in enumerate(self.phases)}
         fname = f"{self.name}_{target}"
         if target == "cuda":
             from numba import cuda
@@ -142,26 +143,32 @@ class EnvKernel:
         namespace["prange"] = numba.prange
         return _exec(driver_src, fname, namespace)
 
-    def build(self, target: str) -> Callable:
-        """The dispatcher of ``target``'s build (cached; Numba compiles it at the first launch)."""
+    def build(self, target: str, constants: tuple = ()) -> Callable:
+        """The dispatcher of ``target``'s build with ``constants`` fixed (cached; Numba compiles it at the
+        first launch). Every distinct ``constants`` is a build of its own, compiled once."""
         with self._lock:
-            if target not in self._builds:
-                driver = self.driver_python(target)
+            key = (target, constants)
+            if key not in self._builds:
+                driver = self.driver_python(target, constants)
                 if target == "cpu":
                     import numba
 
-                    self._builds[target] = numba.njit(parallel=True)(driver)
+                    self._builds[key] = numba.njit(parallel=True)(driver)
                 else:
                     from numba import cuda
 
-                    self._builds[target] = cuda.jit(driver)
-            return self._builds[target]
+                    self._builds[key] = cuda.jit(driver)
+            return self._builds[key]
 
-    def launch(self, target: str, num_envs: int, num_agents: int, *args, stream=None) -> None:
-        """Run the kernel over ``num_envs`` envs of ``num_agents`` agents (asynchronous on CUDA)."""
+    def launch(self, target: str, num_envs: int, num_agents: int, *args, stream=None, constants=()) -> None:
+        """Run the kernel over ``num_envs`` envs of ``num_agents`` agents (asynchronous on CUDA).
+
+        ``constants``: globals fixed for this build, as :func:`~.targets.freeze_constants` gives them
+        (freeze once, outside the step loop).
+        """
         if len(args) != self.nargs:
             raise TypeError(f"kernel {self.name!r} takes {self.nargs} args, got {len(args)}")
-        compiled = self.build(target)
+        compiled = self.build(target, constants)
         if num_envs == 0:
             return
         try:  # Numba compiles at the first call of each signature: typing errors surface here

@@ -11,6 +11,9 @@ compiled once per target from the same source: before compiling, the function's 
 every :class:`DeviceFunction` they name is replaced by *its* build for the same target. Intrinsics whose
 best implementation differs per target (e.g. correctly rounded ``cos`` on the CPU, ``cosf`` on the GPU)
 are DeviceFunctions with a per-target override, so author code never branches on the backend.
+
+A build may also fix *constants*: module globals (sizes, say) given values for that build only, which
+Numba compiles as literals, so loops over a fixed count unroll (see :func:`freeze_constants`).
 """
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ class DeviceFunction:
     """A plain-Python function that gpurl compiles per target.
 
     Calling the object runs the plain Python (handy in references and debugging).
-    ``fn.build(target)`` returns the compiled function for ``"cpu"`` or ``"cuda"`` (cached).
+    ``fn.build(target)`` returns the compiled function for ``"cpu"`` or ``"cuda"`` (cached);
+    ``fn.build(target, constants)`` one with those globals fixed, in it and in every helper it calls.
     """
 
     def __init__(self, pyfunc: Callable, overrides: dict[str, Callable] | None = None):
@@ -33,7 +37,7 @@ class DeviceFunction:
         self.__doc__ = pyfunc.__doc__
         self.__wrapped__ = pyfunc
         self._overrides = dict(overrides or {})
-        self._builds: dict[str, Callable] = {}
+        self._builds: dict[tuple, Callable] = {}
 
     def __call__(self, *args):
         return self.py_func(*args)
@@ -47,21 +51,25 @@ class DeviceFunction:
 
         def register(pyfunc: Callable) -> Callable:
             self._overrides[target] = pyfunc
-            self._builds.pop(target, None)
+            for key in [k for k in self._builds if k[0] == target]:
+                del self._builds[key]
             return pyfunc
 
         return register
 
-    def source_for(self, target: str) -> Callable:
-        """The plain-Python function used for ``target``, globals rebound to that target."""
-        return rebind_globals(self._overrides.get(target, self.py_func), target)
+    def source_for(self, target: str, constants: tuple = ()) -> Callable:
+        """The plain-Python function used for ``target``, globals rebound to that target (and ``constants``,
+        a :func:`freeze_constants` tuple)."""
+        return rebind_globals(self._overrides.get(target, self.py_func), target, constants)
 
-    def build(self, target: str) -> Callable:
-        """The compiled function for ``target`` (compiled on the first call, then cached)."""
+    def build(self, target: str, constants: tuple = ()) -> Callable:
+        """The compiled function for ``target`` with ``constants`` fixed (compiled on the first call, then
+        cached per target and constants)."""
         _check_target(target)
-        if target not in self._builds:
-            self._builds[target] = compile_device(self.source_for(target), target)
-        return self._builds[target]
+        key = (target, constants)
+        if key not in self._builds:
+            self._builds[key] = compile_device(self.source_for(target, constants), target)
+        return self._builds[key]
 
 
 def device(pyfunc: Callable | None = None):
@@ -76,14 +84,32 @@ def _check_target(target: str) -> None:
         raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
 
 
-def rebind_globals(pyfunc: Callable, target: str) -> Callable:
-    """Copy ``pyfunc`` with globals where each DeviceFunction is replaced by its ``target`` build."""
+def freeze_constants(constants: dict | None) -> tuple:
+    """``{global name: int}`` -> the hashable form builds take: sorted ``(name, value)`` pairs.
+
+    A constant replaces the module global of that name in every function of a build that reads it, so
+    the name must be unique to its kernel (``SIMPLE_TAG_AGENTS``, not ``N``). A kernel reads it as
+    ``SIZE if SIZE > 0 else arrays.shape[k]`` with the global defaulting to 0: one source serves the build
+    with run-time sizes and any number of builds with fixed ones.
+    """
+    frozen = []
+    for name, value in sorted((constants or {}).items()):
+        if not name.isidentifier() or isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"constant {name!r}: expected an identifier and an int, got {value!r}")
+        frozen.append((name, value))
+    return tuple(frozen)
+
+
+def rebind_globals(pyfunc: Callable, target: str, constants: tuple = ()) -> Callable:
+    """Copy ``pyfunc`` with globals where each DeviceFunction is replaced by its ``target`` build (with the
+    same ``constants``) and each global named in ``constants`` by its value."""
     needed = {name for name in pyfunc.__code__.co_names if name in pyfunc.__globals__}
     swapped = {
-        name: pyfunc.__globals__[name].build(target)
+        name: pyfunc.__globals__[name].build(target, constants)
         for name in needed
         if isinstance(pyfunc.__globals__[name], DeviceFunction)
     }
+    swapped.update((name, value) for name, value in constants if name in needed)
     if not swapped:
         return pyfunc
     new_globals = dict(pyfunc.__globals__)

@@ -18,9 +18,10 @@ from ...kernels import per_env
 from ...kernels.program import EnvKernel
 from ...kernels.targets import device
 from .layout import FROZEN, RUNNING
-from .physics import (_CATCH, _ZERO, simple_tag_all_forces, simple_tag_autoresets, simple_tag_catches,
-                      simple_tag_draw, simple_tag_finish, simple_tag_good_reward, simple_tag_integrate_agent,
-                      simple_tag_observe, simple_tag_start_episode)
+from .physics import (_CATCH, _ZERO, simple_tag_adversaries, simple_tag_agents, simple_tag_all_forces,
+                      simple_tag_autoresets, simple_tag_catches, simple_tag_draw, simple_tag_finish,
+                      simple_tag_good_reward, simple_tag_integrate_agent, simple_tag_obstacles, simple_tag_observe,
+                      simple_tag_start_episode)
 
 #: Consecutive envs per call of the phase (see the module docstring).
 ENVS_PER_CALL = 16
@@ -39,7 +40,8 @@ def simple_tag_one_env(e, s, c, actions):
     vel = s.vel[e]
     landmarks = s.landmark_pos[e]
     reward = s.reward[e]
-    num_agents = pos.shape[0]
+    num_agents = simple_tag_agents(pos.shape[0])
+    num_adversaries = simple_tag_adversaries(c)
     redraw = True
     first_pass = 1  # pass 0: observe the stepped state; pass 1: redraw the env and observe its new episode
     if c.reset != 0:
@@ -59,20 +61,20 @@ def simple_tag_one_env(e, s, c, actions):
             simple_tag_integrate_agent(pos, vel, force, i, c)
         total = 0
         all_caught = True
-        for g in range(c.num_adversaries, num_agents):
+        for g in range(num_adversaries, num_agents):
             count = simple_tag_catches(pos, g, c)
             total += count
             all_caught = all_caught and count > 0
             reward[g] = simple_tag_good_reward(pos, g, count)
         simple_tag_finish(e, s, c, total, all_caught)
         adversary_reward = _CATCH * np.float32(total)
-        for a in range(c.num_adversaries):
+        for a in range(num_adversaries):
             reward[a] = adversary_reward
         redraw = simple_tag_autoresets(e, s, c)
         first_pass = 0
     for rep in range(first_pass, 2 if redraw else 1):
         if rep == 1:
-            for entity in range(num_agents + landmarks.shape[0]):
+            for entity in range(num_agents + simple_tag_obstacles(landmarks.shape[0])):
                 simple_tag_draw(e, entity, s, c)
         rows = s.final_obs[e] if rep == 0 and redraw else s.obs[e]  # the finished episode's last obs
         for i in range(num_agents):
