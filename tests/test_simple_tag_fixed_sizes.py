@@ -66,7 +66,7 @@ def test_fixed_size_build_is_bit_identical_to_the_run_time_size_build(world, mon
 def test_fixed_sizes_only_for_large_cpu_batches_of_small_worlds():
     small = SimpleTagParams.from_kwargs(num_adversaries=3, num_good=1, num_obstacles=2)
     assert dict(fixed_sizes(small, "cpu", FIXED_SIZE_MIN_ENVS)) == {
-        "SIMPLE_TAG_AGENTS": 4, "SIMPLE_TAG_OBSTACLES": 2, "SIMPLE_TAG_ADVERSARIES": 3}
+        "SIMPLE_TAG_AGENTS": 4, "SIMPLE_TAG_OBSTACLES": 2, "SIMPLE_TAG_ADVERSARIES": 3, "SIMPLE_TAG_CHUNK": 64}
     assert fixed_sizes(small, "cpu", FIXED_SIZE_MIN_ENVS - 1) == ()
     assert fixed_sizes(small, "cuda", 4096) == ()
     big = SimpleTagParams.from_kwargs(num_adversaries=10, num_good=FIXED_SIZE_LIMIT, num_obstacles=2)

@@ -22,10 +22,12 @@ KERNELS = {"cuda": (simple_tag_step, simple_tag_reset), "cpu": (simple_tag_env_m
 
 #: A CPU batch of at least FIXED_SIZE_MIN_ENVS envs of a world with at most FIXED_SIZE_LIMIT agents and
 #: as many obstacles gets a build of its own with the sizes compiled in (physics.SIMPLE_TAG_AGENTS): the
-#: 3v1v2 step ran 1.4x faster, for one more compile (~15-40 s on 2 vCPUs) per world size, which only a
+#: 3v1v2 step ran 1.5x faster, for one more compile (~15-40 s on 2 vCPUs) per world size, which only a
 #: large batch repays. Other batches share the build with run-time sizes; both builds compute the same bits.
+#: The large batches also step FIXED_SIZE_CHUNK envs per call (env_major.SIMPLE_TAG_CHUNK; 1.03x).
 FIXED_SIZE_LIMIT = 16
 FIXED_SIZE_MIN_ENVS = 256
+FIXED_SIZE_CHUNK = 64
 
 
 def fixed_sizes(p: SimpleTagParams, target: str, num_envs: int) -> tuple:
@@ -35,7 +37,7 @@ def fixed_sizes(p: SimpleTagParams, target: str, num_envs: int) -> tuple:
     if target != "cpu" or not small or num_envs < FIXED_SIZE_MIN_ENVS:
         return ()
     return freeze_constants({"SIMPLE_TAG_AGENTS": p.num_agents, "SIMPLE_TAG_OBSTACLES": p.num_obstacles,
-                             "SIMPLE_TAG_ADVERSARIES": p.num_adversaries})
+                             "SIMPLE_TAG_ADVERSARIES": p.num_adversaries, "SIMPLE_TAG_CHUNK": FIXED_SIZE_CHUNK})
 
 
 @dataclass
@@ -95,7 +97,7 @@ class SimpleTag(KernelEnv):
         self._step_kernel, self._reset_kernel = KERNELS[self.target]
         self._constants = fixed_sizes(p, self.target, self.num_envs)
         # The env-major kernel steps a chunk of envs per launched "env" (see .env_major).
-        self._launch_envs = self.num_envs if self.target == "cuda" else num_calls(self.num_envs)
+        self._launch_envs = self.num_envs if self.target == "cuda" else num_calls(self.num_envs, self._constants)
 
     def _kernel_arrays(self) -> SimpleTagArrays:
         v = self._view

@@ -19,17 +19,19 @@ from ...kernels.program import EnvKernel
 from ...kernels.targets import device
 from .layout import FROZEN, RUNNING
 from .physics import (_CATCH, _ZERO, simple_tag_adversaries, simple_tag_agents, simple_tag_all_forces,
-                      simple_tag_autoresets, simple_tag_catches, simple_tag_draw, simple_tag_finish,
-                      simple_tag_good_reward, simple_tag_integrate_agent, simple_tag_obstacles, simple_tag_observe,
-                      simple_tag_start_episode)
+                      simple_tag_autoresets, simple_tag_cap_speed, simple_tag_catches, simple_tag_draw,
+                      simple_tag_finish, simple_tag_good_reward, simple_tag_move_agent, simple_tag_obstacles,
+                      simple_tag_observe, simple_tag_start_episode)
 
-#: Consecutive envs per call of the phase (see the module docstring).
+#: Consecutive envs per call of the phase (see the module docstring); a build may fix another count as
+#: the constant SIMPLE_TAG_CHUNK.
 ENVS_PER_CALL = 16
+SIMPLE_TAG_CHUNK = 0
 
 
-def num_calls(num_envs: int) -> int:
-    """The env count to launch :data:`simple_tag_env_major` with for ``num_envs`` envs."""
-    return -(-num_envs // ENVS_PER_CALL)
+def num_calls(num_envs: int, constants: tuple = ()) -> int:
+    """The env count to launch :data:`simple_tag_env_major` with for ``num_envs`` envs (and ``constants``)."""
+    return -(-num_envs // (dict(constants).get("SIMPLE_TAG_CHUNK") or ENVS_PER_CALL))
 
 
 @device
@@ -57,8 +59,12 @@ def simple_tag_one_env(e, s, c, actions):
     else:
         force = s.force[e]
         simple_tag_all_forces(pos, landmarks, actions[e], force, c)  # all from the old positions
+        too_fast = False
         for i in range(num_agents):
-            simple_tag_integrate_agent(pos, vel, force, i, c)
+            too_fast = simple_tag_move_agent(pos, vel, force, i, c) or too_fast
+        if too_fast:  # rare: capping inline costs every agent a sqrt and two divisions (see move_agent)
+            for i in range(num_agents):
+                simple_tag_cap_speed(vel, i, c)
         total = 0
         all_caught = True
         for g in range(num_adversaries, num_agents):
@@ -82,8 +88,9 @@ def simple_tag_one_env(e, s, c, actions):
 
 
 def simple_tag_env_chunk(chunk, s, c, actions):
-    start = chunk * ENVS_PER_CALL
-    for e in range(start, min(start + ENVS_PER_CALL, s.pos.shape[0])):
+    per_call = SIMPLE_TAG_CHUNK if SIMPLE_TAG_CHUNK > 0 else ENVS_PER_CALL
+    start = chunk * per_call
+    for e in range(start, min(start + per_call, s.pos.shape[0])):
         simple_tag_one_env(e, s, c, actions)
 
 
