@@ -9,7 +9,7 @@ mpe2, gpurl, ...) for ``--rounds`` rounds of about ``--chunk-seconds`` each; the
 median env-steps/s and the ratio gpurl / peer (the median of the per-round ratios: load from other
 work on the machine hits neighbouring turns alike). mpe2 runs only up to ``--mpe2-max-envs`` envs.
 
-Training: gpurl PPO vs a JAX IPPO baseline (``peers_lib/jax_ippo.py``) on JaxMARL's simple_tag 3v1v2 from
+Training: gpurl PPO vs a JAX IPPO baseline (``gpurl/peers/jax_ippo.py``) on JaxMARL's simple_tag 3v1v2 from
 the same TrainConfig, alternating iteration by iteration; env-steps/s end to end (compile iteration
 excluded) and both return curves over env steps (PNG in ``--out-dir``).
 
@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from _common import describe_machine, print_result  # noqa: E402
-from peers_lib.envs import CONFIGS, RUNNERS, peer_versions  # noqa: E402
+from gpurl.peers.envs import CONFIGS, RUNNERS, peer_versions  # noqa: E402
 
 NOTES = [
     "gpurl simple_tag = mpe2 1.1.1's simple_tag in float32 (shared/specs/simple_tag.md); mpe2 computes in float64.",
@@ -263,7 +263,7 @@ def main(argv=None) -> dict:
 
 
 def run_training(args, device, missing, say):
-    from peers_lib.train import compare_training, plot_curves, train_config
+    from gpurl.peers.train import compare_training, plot_curves, train_config
 
     say("")
     if "jaxmarl" in missing:
@@ -278,7 +278,7 @@ def run_training(args, device, missing, say):
     cfg_dict = {k: getattr(cfg, k) for k in fields}
     say("  config (both): " + " ".join(f"{k}={v}" for k, v in cfg_dict.items()))
     say("  gpurl: one ActorCritic per group (adversary, good), separate actor/critic MLPs; policy_backend="
-        f"{cfg.policy_backend}; the baseline: the same per group, written in JAX (peers_lib/jax_ippo.py)")
+        f"{cfg.policy_backend}; the baseline: the same per group, written in JAX (gpurl/peers/jax_ippo.py)")
     t0 = time.perf_counter()
     result = compare_training(cfg, say)
     result["config"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg_dict.items()}

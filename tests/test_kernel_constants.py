@@ -1,6 +1,7 @@
 """Build constants (``EnvKernel.launch(..., constants=freeze_constants({...}))``): a module global fixed for
-one build, seen by every function of that build, including nested device functions; other builds (and
-the plain-Python source) keep the global's own value."""
+one build, seen by every function of that build, including nested device functions, and by
+``EnvKernel.run_python`` given the same constants (the bounds-check diagnosis of a failed launch re-runs
+it so); other builds keep the global's own value."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,6 +25,14 @@ def test_constant_reaches_nested_helpers_and_each_value_is_its_own_build():
     np.testing.assert_array_equal(out, width_ref(3, 4, 4))
     assert {key[1] for key in width_kernel._builds if key[0] == "cpu"} == {
         (), (("TOOLKIT_FIXED_WIDTH", 7),), (("TOOLKIT_FIXED_WIDTH", 2),)}
+
+
+def test_run_python_sees_the_same_constants_as_the_build():
+    out = np.zeros((2, 3), np.float32)
+    width_kernel.run_python(2, 3, out, constants=freeze_constants({"TOOLKIT_FIXED_WIDTH": 9}))
+    np.testing.assert_array_equal(out, width_ref(2, 3, 9))
+    width_kernel.run_python(2, 3, out)
+    np.testing.assert_array_equal(out, width_ref(2, 3, 3))
 
 
 def test_freeze_constants_sorts_and_rejects_what_cannot_be_a_literal():

@@ -173,14 +173,14 @@ def _untypable_arguments(args: tuple) -> list[str]:
     return bad
 
 
-def _cpu_typing_message(kernel, args: tuple) -> str:
+def _cpu_typing_message(kernel, args: tuple, constants: tuple = ()) -> str:
     """Numba's message when the CPU build of ``kernel`` is typed with ``args``' types ("" if it types)."""
     import numba
     from numba.core.errors import NumbaError
 
     try:
         sig = (numba.types.int64, numba.types.int64) + tuple(numba.typeof(a) for a in args)
-        numba.njit(kernel.driver_python("cpu")).compile(sig)  # not parallel: prange is a range here
+        numba.njit(kernel.driver_python("cpu", constants)).compile(sig)  # not parallel: prange is a range here
     except NumbaError as err:
         return str(err)
     except Exception:  # noqa: BLE001 - only a hint: the CUDA error is reported either way
@@ -188,8 +188,9 @@ def _cpu_typing_message(kernel, args: tuple) -> str:
     return ""
 
 
-def typing_error(kernel, target: str, args: tuple, err: Exception) -> KernelTypingError | None:
-    """A :class:`KernelTypingError` for Numba's ``err``, or None when ``err`` is not a Numba error."""
+def typing_error(kernel, target: str, args: tuple, err: Exception, constants: tuple = ()) -> KernelTypingError | None:
+    """A :class:`KernelTypingError` for Numba's ``err`` (a launch of the build with ``constants``), or None
+    when ``err`` is not a Numba error."""
     try:
         from numba.core.errors import NumbaError
     except ImportError:  # pragma: no cover - numba is a dependency
@@ -204,7 +205,7 @@ def typing_error(kernel, target: str, args: tuple, err: Exception) -> KernelTypi
     functions = _functions(kernel.phases)
     located = [(hit, line) for path, line in _locations(message) if (hit := _owner(functions, path, line))]
     if not located and target == "cuda":  # numba-cuda's messages carry no location: the CPU typing has it
-        cpu_message = _cpu_typing_message(kernel, args)
+        cpu_message = _cpu_typing_message(kernel, args, constants)
         located = [(hit, line) for path, line in _locations(cpu_message) if (hit := _owner(functions, path, line))]
         message = f"{message}\n{cpu_message}"
     if not located:
@@ -234,11 +235,13 @@ def is_index_error(err: BaseException) -> bool:
     return isinstance(err, IndexError) or (isinstance(err, SystemError) and isinstance(err.__cause__, IndexError))
 
 
-def index_error(kernel, num_envs: int, num_agents: int, args: tuple) -> KernelIndexError | None:
-    """Re-run a launch that failed a bounds check as plain Python on copies of ``args``; a
-    :class:`KernelIndexError` at the author's line, or None when the plain run does not fail."""
+def index_error(kernel, num_envs: int, num_agents: int, args: tuple,
+                constants: tuple = ()) -> KernelIndexError | None:
+    """Re-run a launch that failed a bounds check as plain Python on copies of ``args`` (with the build's
+    ``constants``); a :class:`KernelIndexError` at the author's line, or None when the plain run does
+    not fail."""
     try:
-        kernel.run_python(num_envs, num_agents, *_copy_args(args))
+        kernel.run_python(num_envs, num_agents, *_copy_args(args), constants=constants)
     except Exception as found:  # noqa: BLE001 - whatever the plain run raises is the diagnosis
         phase, e, i = getattr(found, "gpurl_phase", (None, None, None))
         frames = [f for f in traceback.extract_tb(found.__traceback__)

@@ -180,16 +180,16 @@ class EnvKernel:
             launcher(num_envs, num_agents, *args)
         except Exception as err:
             try:
-                found = typing_error(self, target, args, err)
+                found = typing_error(self, target, args, err, constants)
                 if found is None and target == "cpu" and is_index_error(err):
-                    found = index_error(self, num_envs, num_agents, args)
+                    found = index_error(self, num_envs, num_agents, args, constants)
             except Exception:  # noqa: BLE001 - a failed diagnosis must not hide the error itself
                 found = None
             if found is None:
                 raise
             raise found from err
 
-    def run_python(self, num_envs: int, num_agents: int, *args) -> None:
+    def run_python(self, num_envs: int, num_agents: int, *args, constants: tuple = ()) -> None:
         """Run the phases as plain, uncompiled Python over host (NumPy) arrays, env after env in the CPU
         build's order: a debugging aid (about a thousand agent-steps per second).
 
@@ -197,14 +197,14 @@ class EnvKernel:
         for an index the compiled CPU build would silently read past; the exception carries
         ``gpurl_phase = (phase, env, agent or None)``. Helpers run their CPU implementation. Arithmetic
         follows Python/NumPy scalar rules, not Numba's typing (no int64 promotion of int32 math): use it
-        to find errors, not to reproduce results bit for bit.
+        to find errors, not to reproduce results bit for bit. ``constants`` as for :meth:`launch`.
         """
         import numpy as np
 
         if len(args) != self.nargs:
             raise TypeError(f"kernel {self.name!r} takes {self.nargs} args, got {len(args)}")
         cache: dict = {}
-        phases = [(phase.kind, _plain_python(phase.fn.py_func, cache)) for phase in self.phases]
+        phases = [(phase.kind, _plain_python(phase.fn.py_func, cache, constants)) for phase in self.phases]
         p = e = i = None
         try:
             with np.errstate(over="ignore"):  # counter-based hashing wraps uint64 on purpose
@@ -221,20 +221,23 @@ class EnvKernel:
             raise
 
 
-def _plain_python(pyfunc: Callable, cache: dict) -> Callable:
-    """``pyfunc`` with every DeviceFunction it names replaced by its plain CPU implementation (recursively),
-    so that :meth:`EnvKernel.run_python` runs what the CPU build compiles. Code objects are shared, so
-    tracebacks point at the author's source."""
+def _plain_python(pyfunc: Callable, cache: dict, constants: tuple = ()) -> Callable:
+    """``pyfunc`` with every DeviceFunction it names replaced by its plain CPU implementation (recursively)
+    and every global named in ``constants`` by its value, so that :meth:`EnvKernel.run_python` runs what
+    the CPU build compiles. Code objects are shared, so tracebacks point at the author's source."""
     if id(pyfunc) in cache:
         return cache[id(pyfunc)]
     cache[id(pyfunc)] = pyfunc  # a self-referencing helper stops here
-    names = [n for n in pyfunc.__code__.co_names if isinstance(pyfunc.__globals__.get(n), DeviceFunction)]
-    if not names:
+    g = pyfunc.__globals__
+    names = [n for n in pyfunc.__code__.co_names if isinstance(g.get(n), DeviceFunction)]
+    fixed = {n: v for n, v in constants if n in pyfunc.__code__.co_names and n in g}
+    if not names and not fixed:
         return pyfunc
-    plain_globals = dict(pyfunc.__globals__)
+    plain_globals = dict(g)
+    plain_globals.update(fixed)
     for name in names:
         helper = plain_globals[name]
-        plain_globals[name] = _plain_python(helper._overrides.get("cpu", helper.py_func), cache)
+        plain_globals[name] = _plain_python(helper._overrides.get("cpu", helper.py_func), cache, constants)
     clone = types.FunctionType(pyfunc.__code__, plain_globals, pyfunc.__name__, pyfunc.__defaults__,
                                pyfunc.__closure__)
     cache[id(pyfunc)] = clone

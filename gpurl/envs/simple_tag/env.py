@@ -8,7 +8,7 @@ import gymnasium
 import numpy as np
 import torch
 
-from ...kernels.targets import freeze_constants
+from ...kernels import freeze_constants
 from ..base import KernelEnv, StepOutputs
 from ..spaces import Group
 from .env_major import num_calls, simple_tag_env_major
