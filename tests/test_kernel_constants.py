@@ -41,3 +41,29 @@ def test_freeze_constants_sorts_and_rejects_what_cannot_be_a_literal():
     for bad in ({"A": 1.5}, {"A": True}, {"not a name": 1}):
         with pytest.raises(TypeError, match="constant"):
             freeze_constants(bad)
+
+
+def test_direct_launch_types_once_per_key_then_calls_the_compiled_overload(monkeypatch):
+    """``EnvKernel.direct_launch``: the first launch of a key goes through ``launch`` (compiling it), later
+    ones call that overload's entry point without Numba's dispatcher; each key is its own overload."""
+    launcher = width_kernel.direct_launch()
+    out = np.zeros((3, 4), np.float32)
+    launcher("float32", 3, 4, out)
+    np.testing.assert_array_equal(out, width_ref(3, 4, 4))
+    # The dispatcher is gone: a later launch of the same key can only run through the cached entry point.
+    monkeypatch.setitem(width_kernel._builds, ("cpu", ()), None)
+    other = np.zeros((5, 2), np.float32)
+    launcher("float32", 5, 2, other)  # same types, other sizes
+    np.testing.assert_array_equal(other, width_ref(5, 2, 2))
+    launcher("float32", 0, 2, np.full((1, 2), -1, np.float32))  # no envs: nothing runs
+    monkeypatch.undo()
+    wide = np.zeros((2, 3), np.float64)
+    launcher("float64", 2, 3, wide)
+    np.testing.assert_array_equal(wide, width_ref(2, 3, 3))
+    assert set(launcher._entries) == {"float32", "float64"}
+
+
+def test_direct_launch_runs_the_build_of_its_constants():
+    out = np.zeros((2, 3), np.float32)
+    width_kernel.direct_launch(freeze_constants({"TOOLKIT_FIXED_WIDTH": 7}))("k", 2, 3, out)
+    np.testing.assert_array_equal(out, width_ref(2, 3, 7))

@@ -3,7 +3,7 @@ build with run-time sizes that small batches use: the same float operations in t
 unrolled. Every output and state array is compared exactly, step after step, through contacts, catches,
 autoresets and (for continuous actions) terminations.
 
-Cost: one compile of the fixed-size kernel per world size (~15-40 s on 2 vCPUs), two sizes here.
+Cost: one compile of the fixed-size kernel per world size and action dtype (~15-40 s on 2 vCPUs), three here.
 """
 from __future__ import annotations
 
@@ -61,6 +61,24 @@ def test_fixed_size_build_is_bit_identical_to_the_run_time_size_build(world, mon
     assert ended > 0 and catches > 0  # the runs went through autoresets and catches
     key = ("cpu", fixed._constants)
     assert key in fixed._step_kernel._builds  # the fixed build ran, not the shared one
+
+
+def test_fixed_size_build_reads_int32_and_int64_actions_alike(monkeypatch):
+    """A fixed-size build reads discrete actions in their own dtype (one compile per dtype, no float32 copy
+    per step): int32 and int64 actions give the same steps."""
+    monkeypatch.setattr(simple_tag_env, "FIXED_SIZE_MIN_ENVS", 1)
+    wide, narrow = (gpurl.make("simple_tag", num_envs=12, seed=5, **WORLDS["3v1v2_discrete"]) for _ in range(2))
+    assert wide._constants and wide._discrete_actions is None
+    for env in (wide, narrow):
+        env.reset()
+    gen = torch.Generator().manual_seed(3)
+    for t in range(10):  # crosses the autoreset at step 7
+        actions = random_actions(wide, gen)
+        for name, a, b in zip(("obs", "reward", "terminated", "truncated"), wide.step(actions)[:4],
+                              narrow.step(actions.to(torch.int32))[:4]):
+            assert torch.equal(a, b), (t, name)
+    for k in STATE_KEYS:
+        assert torch.equal(getattr(wide.state, k), getattr(narrow.state, k)), k
 
 
 def test_fixed_sizes_only_for_large_cpu_batches_of_small_worlds():

@@ -87,17 +87,25 @@ class SimpleTag(KernelEnv):
         self._caught = torch.zeros(E, N, **i32)
         self._consts = make_consts(p, autoreset=self.autoreset, seed=self.seed, env_id_offset=self.env_id_offset)
         self._arrays = self._kernel_arrays()
-        # The reset kernel shares the step kernel's signature but reads no actions. A buffer of its own
-        # (not a state array): the CUDA simulator copies top-level array args back after a launch.
-        self._no_actions = self._view(torch.zeros((1, 1, 1), dtype=torch.float32, device=dev))
-        # The kernels read every action as float32 (discrete indices 0..4 are exact): one build serves
-        # int32, int64 and Box actions. Discrete actions are copied into this buffer (no per-step allocation).
-        self._discrete_actions = torch.zeros(E, N, 1, **f32) if self._discrete else None
-        self._discrete_actions_view = self._view(self._discrete_actions) if self._discrete else None
         self._step_kernel, self._reset_kernel = KERNELS[self.target]
         self._constants = fixed_sizes(p, self.target, self.num_envs)
+        # The shared build reads every action as float32 (discrete indices 0..4 are exact): one build serves
+        # int32, int64 and Box actions; discrete actions are copied into this buffer (no per-step
+        # allocation). A fixed-size build is compiled per action dtype anyway: it reads them as they come.
+        copy_actions = self._discrete and not self._constants
+        self._discrete_actions = torch.zeros(E, N, 1, **f32) if copy_actions else None
+        self._discrete_actions_view = self._view(self._discrete_actions) if copy_actions else None
+        # The reset kernel shares the step kernel's signature but reads no actions: a buffer of its own (not
+        # a state array: the CUDA simulator copies top-level array args back after a launch), of the dtype
+        # the steps will most likely pass (torch's int64 for discrete fixed-size builds), so that reset and
+        # step share one compile.
+        no_action_dtype = torch.int64 if self._discrete and self._constants else torch.float32
+        self._no_actions = self._view(torch.zeros((1, 1, 1), dtype=no_action_dtype, device=dev))
         # The env-major kernel steps a chunk of envs per launched "env" (see .env_major).
         self._launch_envs = self.num_envs if self.target == "cuda" else num_calls(self.num_envs, self._constants)
+        # CPU steps into the env's own buffers keep every argument's type but the actions': dispatched once
+        # per action dtype and ndim (the rest of a step's launch costs ~2.5% of a 4096-env step).
+        self._direct_step = self._step_kernel.direct_launch(self._constants) if self.target == "cpu" else None
 
     def _kernel_arrays(self) -> SimpleTagArrays:
         v = self._view
@@ -134,11 +142,15 @@ class SimpleTag(KernelEnv):
             v = self._view
             arrays = arrays._replace(obs=v(out.obs), reward=v(out.reward), terminated=v(out.terminated),
                                      truncated=v(out.truncated), final_obs=v(out.final_obs))
-        if self._discrete:
+        if self._discrete_actions is not None:
             self._discrete_actions.copy_(actions)
             action_view = self._discrete_actions_view
-        else:  # a fixed-size build is compiled per action dtype anyway: it reads int indices as they come
-            action_view = self._view(actions)
+        else:  # Box actions, or a fixed-size build: compiled per action dtype, it reads int indices as they
+            action_view = self._view(actions)  # come (2% faster at 4096 envs than the float32 copy)
+        if self._direct_step is not None and out is None:
+            self._direct_step((action_view.dtype, action_view.ndim), self._launch_envs, self.num_agents, arrays,
+                              self._consts, action_view)
+            return
         self._step_kernel.launch(self.target, self._launch_envs, self.num_agents, arrays, self._consts, action_view,
                                  stream=self._stream(), constants=self._constants)
 
