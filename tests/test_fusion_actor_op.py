@@ -202,3 +202,51 @@ def test_sync_makes_the_reference_follow_the_policy():
         want_logp, _, want_value = policy.evaluate(x.reshape(E * n, 23), after[0].reshape(E * n, 2))
     torch.testing.assert_close(after[1].reshape(-1), want_logp, rtol=0, atol=1e-5)
     torch.testing.assert_close(after[2].reshape(-1), want_value, rtol=0, atol=1e-5)
+
+
+# ---- the CPU path: torch's GEMMs, the sampling in one Numba call (actor_cpu) -----------------------------
+
+def test_numba_uniform_is_uniform_ref_bit_for_bit():
+    import numpy as np
+
+    from gpurl.fusion.actor_cpu import uniform
+
+    agents = torch.tensor([0, 1, 77, 4095, 2**31 + 3, 2**32 - 1, 2**32 + 9, 2**45 + 1])
+    for seed in (0, 12345, 2**33 + 7, 2**64 - 1):
+        lo, hi = split_seed(seed)
+        for step in (0, 1, 99, 2**32 - 1, 2**32 + 5):
+            for head in (0, 1, 3):
+                want = uniform_ref(seed, agents, torch.tensor([step]), head)
+                got = [uniform(np.uint64(lo), np.uint64(hi), np.uint64(a), np.uint64(step), np.uint64(head))
+                       for a in agents.tolist()]
+                assert torch.equal(torch.tensor(got, dtype=torch.float32), want), (seed, step, head)
+
+
+@pytest.mark.parametrize("space", [Discrete(5), MultiDiscrete([21, 21]), MultiDiscrete([3, 5, 2])], ids=str)
+@pytest.mark.parametrize("norm_obs", [True, False])
+def test_cpu_path_samples_the_references_actions_into_strided_slots(space, norm_obs):
+    """FusedActor's "auto" backend on the CPU (actor_step_cpu) against the reference over 12 steps, writing
+    into slices of rollout-shaped buffers as the trainer does: the same actions, the same values, log-probs
+    within 1e-5 (sums of exponentials may round differently in the last bit), nothing else written."""
+    policy = make_policy(in_dim=11, space=space, norm_obs=norm_obs, seed=3)
+    heads = len(space.nvec) if hasattr(space, "nvec") else 1
+    T, E, N, agents, seed, offset = 3, 37, 6, slice(1, 5), 2**35 + 5, 100
+    n = agents.stop - agents.start
+    fast = FusedActor(policy, "tanh", "auto", seed, offset, N, agents.start)
+    ref = FusedActor(policy, "tanh", "torch", seed, offset, N, agents.start)
+    action = torch.full((T, E, N, heads), -7, dtype=torch.int64)
+    log_prob, value = torch.full((T, E, N), 5.0), torch.full((T, E, N), 5.0)
+    for step in range(12):
+        x = observations(E, n, 11, seed=step)
+        t = step % T
+        fast(x, torch.tensor([step]), action[t, :, agents], log_prob[t, :, agents], value[t, :, agents])
+        want = outputs(E, n, heads)
+        ref(x, torch.tensor([step]), *want)
+        assert torch.equal(action[t, :, agents], want[0]), step
+        assert torch.equal(value[t, :, agents], want[2]), step
+        torch.testing.assert_close(log_prob[t, :, agents], want[1], rtol=0, atol=1e-5)
+    others = torch.ones(N, dtype=torch.bool)
+    others[agents] = False
+    assert (action[:, :, others] == -7).all() and (log_prob[:, :, others] == 5).all()
+    assert (value[:, :, others] == 5).all()
+    assert len(torch.unique(action[..., 0])) > 1  # real sampling, not one action everywhere

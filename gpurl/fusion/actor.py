@@ -42,10 +42,11 @@ def global_agent_ids(E: int, n: int, env_offset: int, num_agents: int, group_sta
 
 
 @torch.no_grad()
-def actor_step_ref(x: torch.Tensor, packed: PackedPolicy, step: torch.Tensor, seed: int, env_offset: int,
-                   num_agents: int, group_start: int, action: torch.Tensor, log_prob: torch.Tensor,
-                   value: torch.Tensor) -> None:
-    """x float32 [E, n, in_dim]; writes action int64 [E, n, heads], log_prob and value float32 [E, n]."""
+def actor_logits_value_ref(x: torch.Tensor, packed: PackedPolicy) -> tuple[torch.Tensor, torch.Tensor]:
+    """The GEMM half of the actor: x float32 [E, n, in_dim] -> (logits [E * n, heads, NP], value [E * n]).
+
+    Padded logits carry a -1e30 bias, so they add nothing to the sums and the inverse CDF never stops
+    on them."""
     E, n, D = x.shape
     p = packed
     rows = x.reshape(E * n, D)
@@ -59,9 +60,18 @@ def actor_step_ref(x: torch.Tensor, packed: PackedPolicy, step: torch.Tensor, se
             h = _act_ref(torch.addmm(b[k + 1], h, wh[k]), p.activation)
         outs.append(h)
     ha, hc = outs
-    # All heads at once: padded logits carry a -1e30 bias, so they add nothing to the sums and the
-    # inverse CDF never stops on them (the clamp only guards u * s rounding past the last real one).
-    logits = torch.addmm(p.a_bo, ha, p.a_wo).view(E * n, p.heads, p.NP)
+    return torch.addmm(p.a_bo, ha, p.a_wo).view(E * n, p.heads, p.NP), torch.addmv(p.c_bo, hc, p.c_wo)
+
+
+@torch.no_grad()
+def actor_step_ref(x: torch.Tensor, packed: PackedPolicy, step: torch.Tensor, seed: int, env_offset: int,
+                   num_agents: int, group_start: int, action: torch.Tensor, log_prob: torch.Tensor,
+                   value: torch.Tensor) -> None:
+    """x float32 [E, n, in_dim]; writes action int64 [E, n, heads], log_prob and value float32 [E, n]."""
+    E, n, D = x.shape
+    p = packed
+    logits, v = actor_logits_value_ref(x, p)
+    # All heads at once; the clamp only guards u * s rounding past the last real logit.
     ids = global_agent_ids(E, n, env_offset, num_agents, group_start, x.device)
     heads = torch.arange(p.heads, device=x.device)
     u = uniform_ref(seed, ids.unsqueeze(1), step, heads)                      # [rows, heads]
@@ -73,7 +83,7 @@ def actor_step_ref(x: torch.Tensor, packed: PackedPolicy, step: torch.Tensor, se
     action.copy_(a.view(E, n, p.heads))
     logp = logits.gather(-1, a.unsqueeze(-1)).squeeze(-1) - m.squeeze(-1) - torch.log(s)
     log_prob.copy_(logp.sum(-1).view(E, n))
-    value.copy_(torch.addmv(p.c_bo, hc, p.c_wo).view(E, n))
+    value.copy_(v.view(E, n))
 
 
 if triton is not None:

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import torch
 
 from .actor import actor_step_ref, actor_step_triton
+from .actor_cpu import actor_step_cpu
 from .counter_rng import split_seed
 from .packing import PackedPolicy
 
@@ -53,7 +54,8 @@ class FusedActor:
     """Acting for one agent group through ``torch.ops.gpurl.actor_step``.
 
     ``backend``: "fused" (the Triton kernel: CUDA, or CPU tensors under TRITON_INTERPRET=1), "torch"
-    (the reference), "auto" (fused on CUDA, torch elsewhere).
+    (the reference), "auto" (fused on CUDA; on the CPU the reference's GEMMs, then one Numba call for
+    the sampling: :func:`~.actor_cpu.actor_step_cpu`).
     """
 
     def __init__(self, policy: torch.nn.Module, activation: str, backend: str, seed: int, env_offset: int,
@@ -63,6 +65,8 @@ class FusedActor:
         self.packed = PackedPolicy(policy, activation)
         device = self.packed.a_w0.device
         self.fused = backend == "fused" or (backend == "auto" and device.type == "cuda")
+        # "auto" on the CPU: torch's GEMMs and one Numba call for the sampling (see actor_cpu).
+        self._unfused = actor_step_cpu if backend == "auto" and device.type == "cpu" else actor_step_ref
         if self.fused and device.type != "cuda":
             import os
 
@@ -80,10 +84,10 @@ class FusedActor:
         p = self.packed
         seed = self.seed if seed is None else seed
         if not self.fused:
-            # Same function the op runs on this path; calling it directly saves the custom-op dispatch
-            # (tens of microseconds per call, which the CPU rollout pays every step).
-            actor_step_ref(x, p, step, seed, self.env_offset, self.num_agents, self.group_start,
-                           action, log_prob, value)
+            # Called directly, not through the op: that saves the custom-op dispatch (tens of microseconds
+            # per call, which the CPU rollout pays every step).
+            self._unfused(x, p, step, seed, self.env_offset, self.num_agents, self.group_start,
+                          action, log_prob, value)
             return
         torch.ops.gpurl.actor_step(
             x, *p.tensors(), step, action, log_prob, value, *split_seed(seed),

@@ -54,7 +54,7 @@ class TrainConfig:
     frame_stack: int = _doc("observations per policy input (the current one and frame_stack - 1 before it)",
                             default=1)
     policy_backend: str = _doc("acting: 'fused' (one Triton kernel per group), 'torch' (its reference), "
-                               "'auto' (fused on CUDA, torch on the CPU)", default="auto")
+                               "'auto' (fused on CUDA; on the CPU torch's GEMMs and the sampling in one Numba call)", default="auto")
     cuda_graph: bool = _doc("on CUDA, capture the whole rollout as one CUDA graph and replay it", default=True)
     train_groups: tuple = _doc("groups that learn (CLI: tagger,runner); empty = all; others act randomly",
                                default=())

@@ -1,0 +1,103 @@
+"""The actor on the CPU: torch runs the GEMMs, one Numba call everything after the logits.
+
+:func:`actor_step_cpu` takes :func:`~.actor.actor_step_ref`'s arguments and gives its results. The two
+MLP trunks and the heads' GEMMs stay in torch (:func:`~.actor.actor_logits_value_ref`: MKL is faster
+than a per-row loop there). What follows them, counter-RNG uniforms, inverse-CDF samples, log-probs and
+the writes into the rollout slot, was ~30 small torch ops per group and step, a third of the CPU
+rollout's acting time for simple_tag's 768-row group; here it is one call.
+
+The uniforms are bit for bit :func:`~.counter_rng.uniform_ref`'s (the same 32-bit integer arithmetic), the
+values are the reference's own tensor. Sums of exponentials may round differently from torch's in the
+last bit, so a row whose uniform falls within an ulp of a CDF step could sample the neighbouring action;
+the tests hold this path to the reference as the Triton kernel is held (same actions, log-probs within
+1e-5).
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import torch
+
+from .actor import actor_logits_value_ref, global_agent_ids
+from .counter_rng import GOLDEN, INV_2_24, MASK32, MUL1, MUL2
+
+_MASK = np.uint64(MASK32)
+_MUL1, _MUL2, _GOLDEN = np.uint64(MUL1), np.uint64(MUL2), np.uint64(GOLDEN)
+_S8, _S15, _S16 = np.uint64(8), np.uint64(15), np.uint64(16)
+_INV_2_24 = np.float32(INV_2_24)
+#: Rows per parallel chunk: a parallel region costs ~20 us of thread hand-off, more than a chunk's work.
+_CHUNK = 2048
+
+
+@numba.njit(inline="always")
+def _mix32(x):
+    """lowbias32 on a uint64 holding a 32-bit value (mix32_ref's arithmetic)."""
+    x = x ^ (x >> _S16)
+    x = (x * _MUL1) & _MASK
+    x = x ^ (x >> _S15)
+    x = (x * _MUL2) & _MASK
+    return x ^ (x >> _S16)
+
+
+@numba.njit(inline="always")
+def uniform(seed_lo, seed_hi, agent, step, head):
+    """uniform_ref(seed, agent, step, head) for one draw (all arguments uint64)."""
+    x = _mix32(((step & _MASK) * _GOLDEN + head) & _MASK)
+    x = _mix32((agent & _MASK) ^ x)
+    x = _mix32(x ^ seed_hi)
+    x = _mix32(x ^ seed_lo)
+    return np.float32(x >> _S8) * _INV_2_24
+
+
+@numba.njit(inline="always")
+def _sample_row(r, logits, nvec, ids, step, seed_lo, seed_hi, action_row):
+    """Row r's actions into action_row [heads]; returns its summed log-prob."""
+    logp = np.float32(0.0)
+    for h in range(logits.shape[1]):
+        count = nvec[h]
+        m = logits[r, h, 0]
+        for j in range(1, count):
+            m = max(m, logits[r, h, j])
+        s = np.float32(0.0)
+        for j in range(count):
+            s += math.exp(logits[r, h, j] - m)
+        target = uniform(seed_lo, seed_hi, np.uint64(ids[r]), step, np.uint64(h)) * s
+        cdf = np.float32(0.0)
+        a = 0
+        for j in range(count):
+            cdf += math.exp(logits[r, h, j] - m)
+            a += cdf < target
+        a = min(a, count - 1)
+        action_row[h] = a
+        logp += logits[r, h, a] - m - math.log(s)
+    return logp
+
+
+@numba.njit(parallel=True, error_model="numpy", cache=True)
+def _sample_kernel(logits, nvec, ids, step, seed_lo, seed_hi, value_rows, n, action, log_prob, value):
+    rows = logits.shape[0]
+    for c in numba.prange((rows + _CHUNK - 1) // _CHUNK):
+        for r in range(c * _CHUNK, min(rows, (c + 1) * _CHUNK)):
+            e, i = r // n, r % n
+            log_prob[e, i] = _sample_row(r, logits, nvec, ids, step, seed_lo, seed_hi, action[e, i])
+            value[e, i] = value_rows[r]
+
+
+@torch.no_grad()
+def actor_step_cpu(x: torch.Tensor, packed, step: torch.Tensor, seed: int, env_offset: int, num_agents: int,
+                   group_start: int, action: torch.Tensor, log_prob: torch.Tensor, value: torch.Tensor) -> None:
+    """:func:`~.actor.actor_step_ref` for CPU tensors (any output strides): x float32 [E, n, in_dim];
+    writes action int64 [E, n, heads], log_prob and value float32 [E, n]."""
+    E, n, _ = x.shape
+    logits, v = actor_logits_value_ref(x, packed)
+    ids = global_agent_ids(E, n, env_offset, num_agents, group_start, x.device)
+    # The logits keep only each head's real columns' reads: padded ones add exactly 0 to the reference's
+    # sums and never stop its inverse CDF.
+    _sample_kernel(logits.numpy(), packed.nvec_t.numpy(), ids.numpy(), np.uint64(int(step) & 0xFFFFFFFFFFFFFFFF),
+                   np.uint64(seed & MASK32), np.uint64((seed >> 32) & MASK32), v.numpy(), n,
+                   action.numpy(), log_prob.numpy(), value.numpy())
+
+
+__all__ = ["actor_step_cpu", "uniform"]
