@@ -3,8 +3,9 @@
 :func:`actor_step_cpu` takes :func:`~.actor.actor_step_ref`'s arguments and gives its results. The two
 MLP trunks and the heads' GEMMs stay in torch (:func:`~.actor.actor_logits_value_ref`: MKL is faster
 than a per-row loop there). What follows them, counter-RNG uniforms, inverse-CDF samples, log-probs and
-the writes into the rollout slot, was ~30 small torch ops per group and step, a third of the CPU
-rollout's acting time for simple_tag's 768-row group; here it is one call.
+the writes into the rollout slot, was ~30 small torch ops per group and step; here it is one call. The
+act phase of simple-tag PPO on 2 vCPUs went from 58.5 to 34.3 ms per iteration (615 to 344 us per
+step for its 768-row adversary group).
 
 The uniforms are bit for bit :func:`~.counter_rng.uniform_ref`'s (the same 32-bit integer arithmetic), the
 values are the reference's own tensor. Sums of exponentials may round differently from torch's in the
@@ -93,9 +94,9 @@ def actor_step_cpu(x: torch.Tensor, packed, step: torch.Tensor, seed: int, env_o
     E, n, _ = x.shape
     logits, v = actor_logits_value_ref(x, packed)
     ids = global_agent_ids(E, n, env_offset, num_agents, group_start, x.device)
-    # The logits keep only each head's real columns' reads: padded ones add exactly 0 to the reference's
+    # The kernel reads each head's real columns only: the padded ones add exactly 0 to the reference's
     # sums and never stop its inverse CDF.
-    _sample_kernel(logits.numpy(), packed.nvec_t.numpy(), ids.numpy(), np.uint64(int(step) & 0xFFFFFFFFFFFFFFFF),
+    _sample_kernel(logits.numpy(), packed.nvec_t.numpy(), ids.numpy(), np.uint64(int(step)),
                    np.uint64(seed & MASK32), np.uint64((seed >> 32) & MASK32), v.numpy(), n,
                    action.numpy(), log_prob.numpy(), value.numpy())
 
