@@ -13,7 +13,7 @@ are split: data-parallel on two ranks gives the parameters single-device trainin
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -33,15 +33,23 @@ class GroupBatch:
     returns: torch.Tensor     # float32 [B]
     values: torch.Tensor      # float32 [B]
     agents: int = 1           # n: rows per env step (B = T * E * n)
+    # The float fields side by side, float32 [B, in_dim + 4], made at the first rows() call (see there).
+    _floats: torch.Tensor | None = field(default=None, init=False, repr=False)
 
     def __len__(self) -> int:
         return self.inputs.shape[0]
 
     def rows(self, idx: torch.Tensor) -> "GroupBatch":
-        # index_select, not t[idx]: on the CPU advanced indexing is ~8x slower for these gathers.
-        take = lambda t: t.index_select(0, idx)  # noqa: E731
-        return GroupBatch(take(self.inputs), take(self.actions), take(self.log_prob), take(self.advantages),
-                          take(self.returns), take(self.values), self.agents)
+        """The samples ``idx`` (a minibatch). The float fields are gathered as one matrix: a minibatch's
+        rows are scattered over the rollout, and one read per row instead of five took the CPU update's
+        gathers from 13-14 to 9.9 ms per simple-tag iteration (2 vCPUs). index_select, not t[idx]: on
+        the CPU advanced indexing is ~3x slower for these gathers."""
+        if self._floats is None:
+            columns = torch.stack([self.log_prob, self.advantages, self.returns, self.values], 1)
+            self._floats = torch.cat([self.inputs, columns], 1)
+        rows, d = self._floats.index_select(0, idx), self.inputs.shape[1]
+        return GroupBatch(rows[:, :d], self.actions.index_select(0, idx), rows[:, d], rows[:, d + 1],
+                          rows[:, d + 2], rows[:, d + 3], self.agents)
 
 
 STAT_NAMES = ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
