@@ -95,6 +95,7 @@ class KernelEnv:
             for g in groups.values():
                 high[g.agents] = action_bounds(g.action_space)[1]
         self._action_high = torch.as_tensor(high, device=self.device)
+        self._action_high_min = int(high.min()) if high.size else 0
         E, N, D = self.num_envs, num_agents, self.obs_dim
         zeros = lambda *shape, dtype=torch.float32: torch.zeros(shape, dtype=dtype, device=self.device)  # noqa: E731
         self.obs = zeros(E, N, D)
@@ -212,13 +213,19 @@ class KernelEnv:
             raise ValueError(f"actions must have shape {expected} [num_envs, num_agents, action_dims], "
                              f"got {tuple(actions.shape)}")
         actions = self._as_action_tensor(actions)
-        if self._discrete:
+        # One reduction for the usual case, every action inside the smallest bound (6 against 39 us at 4096
+        # x 4 actions); the per-agent comparison only when that fails, to name the first bad action.
+        if self._discrete and not self._inside_smallest_bound(actions):
             bad = (actions < 0) | (actions >= self._action_high)
             if bool(bad.any()):  # host-ok: validate=True is the documented opt-in check
                 e, i, d = (int(v) for v in bad.nonzero()[0])
                 raise ValueError(f"actions[{e}, {i}, {d}] = {int(actions[e, i, d])} is out of range "
                                  f"[0, {int(self._action_high[i, d])}) for agent {i}")
         return actions
+
+    def _inside_smallest_bound(self, actions: torch.Tensor) -> bool:
+        lo, hi = torch.stack(torch.aminmax(actions)).tolist()  # host-ok: validate=True, one read
+        return lo >= 0 and hi < self._action_high_min
 
     # ---- for subclasses --------------------------------------------------------------------------
 
