@@ -173,6 +173,25 @@ def test_out_of_bounds_in_the_cpu_build_under_boundscheck(monkeypatch):
     assert "s.hit is uint8 ndarray of shape [2, 1] (2-d)" in message
 
 
+def test_out_of_bounds_in_a_direct_launch_gets_the_same_diagnosis(monkeypatch):
+    # DirectLaunch calls the compiled overload itself after the first launch of a key; an array of the same
+    # type but too short then fails inside that call, and the error still names the author's line.
+    import numba
+
+    monkeypatch.setattr(numba.config, "BOUNDSCHECK", 1)
+    env = make_small(num_envs=2, num_agents=3, num_food=3)
+    env.reset()
+    launcher = EnvKernel("foraging_direct", list(custom_env.foraging_step.phases), nargs=3).direct_launch()
+    actions = np.zeros((2, 3, 1), np.int64)
+    launcher("k", 2, 3, env._arrays, env._consts, actions)
+    assert "k" in launcher._entries
+    short = env._arrays._replace(hit=np.zeros((2, 1), np.uint8))
+    with pytest.raises(KernelIndexError) as info:
+        launcher("k", 2, 3, short, env._consts, actions)
+    assert "kernel 'foraging_direct' (cpu build): IndexError in env 0" in str(info.value)
+    assert "s.hit is uint8 ndarray of shape [2, 1] (2-d)" in str(info.value)
+
+
 def test_out_of_bounds_in_the_reference_is_raised_in_the_reference():
     env = make_small(num_envs=2)
     state = reset_ref(env.params, 2, 0, np.zeros(2, np.int32))

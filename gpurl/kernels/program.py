@@ -179,15 +179,21 @@ class EnvKernel:
             launcher = compiled[num_envs, threads] if stream is None else compiled[num_envs, threads, stream]
             launcher(num_envs, num_agents, *args)
         except Exception as err:
-            try:
-                found = typing_error(self, target, args, err, constants)
-                if found is None and target == "cpu" and is_index_error(err):
-                    found = index_error(self, num_envs, num_agents, args, constants)
-            except Exception:  # noqa: BLE001 - a failed diagnosis must not hide the error itself
-                found = None
+            found = self._diagnose(err, target, num_envs, num_agents, args, constants)
             if found is None:
                 raise
             raise found from err
+
+    def _diagnose(self, err: Exception, target: str, num_envs: int, num_agents: int, args: tuple,
+                  constants: tuple) -> Exception | None:
+        """The author-facing error for a failed launch (typing error, out-of-bounds index), or None."""
+        try:
+            found = typing_error(self, target, args, err, constants)
+            if found is None and target == "cpu" and is_index_error(err):
+                found = index_error(self, num_envs, num_agents, args, constants)
+        except Exception:  # noqa: BLE001 - a failed diagnosis must not hide the error itself
+            found = None
+        return found
 
     def direct_launch(self, constants: tuple = ()) -> "DirectLaunch":
         """CPU launches of the build with ``constants`` that skip Numba's per-call type dispatch (see
@@ -261,7 +267,8 @@ class DirectLaunch:
     Numba's dispatcher types every argument at every call; for a named tuple of arrays (an env's state)
     that costs ~4 us, 2.5% of a 4096-env simple_tag step. ``launcher(key, E, N, *args)`` launches through
     :meth:`EnvKernel.launch` (errors diagnosed as usual) the first time it sees ``key``, then calls that
-    overload's entry point for every later launch with the same ``key``.
+    overload's entry point for every later launch with the same ``key`` (a failure there gets the same
+    diagnosis).
 
     ``key``: any hashable value the caller guarantees is equal only for arguments of equal Numba types,
     e.g. the action array's dtype and ndim when every other argument is the env's own, fixed-type tuple.
@@ -276,7 +283,13 @@ class DirectLaunch:
         entry = self._entries.get(key)
         if entry is not None:
             if num_envs:
-                entry(num_envs, num_agents, *args)
+                try:
+                    entry(num_envs, num_agents, *args)
+                except Exception as err:  # e.g. an index out of bounds under NUMBA_BOUNDSCHECK=1
+                    found = self.kernel._diagnose(err, "cpu", num_envs, num_agents, args, self.constants)
+                    if found is None:
+                        raise
+                    raise found from err
             return
         self.kernel.launch("cpu", num_envs, num_agents, *args, constants=self.constants)
         dispatcher = self.kernel.build("cpu", self.constants)
