@@ -209,7 +209,7 @@ def test_sync_makes_the_reference_follow_the_policy():
 def test_numba_uniform_is_uniform_ref_bit_for_bit():
     import numpy as np
 
-    from gpurl.fusion.actor_cpu import uniform
+    from gpurl.fusion.counter_rng import uniform
 
     agents = torch.tensor([0, 1, 77, 4095, 2**31 + 3, 2**32 - 1, 2**32 + 9, 2**45 + 1])
     for seed in (0, 12345, 2**33 + 7, 2**64 - 1):

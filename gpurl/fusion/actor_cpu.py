@@ -7,8 +7,8 @@ the writes into the rollout slot, was ~30 small torch ops per group and step; he
 act phase of simple-tag PPO on 2 vCPUs went from 58.5 to 34.3 ms per iteration (615 to 344 us per
 step for its 768-row adversary group).
 
-The uniforms are bit for bit :func:`~.counter_rng.uniform_ref`'s (the same 32-bit integer arithmetic), the
-values are the reference's own tensor. Sums of exponentials may round differently from torch's in the
+The uniforms are :func:`~.counter_rng.uniform` (bit for bit ``uniform_ref``), the values are the
+reference's own tensor. Sums of exponentials may round differently from torch's in the
 last bit, so a row whose uniform falls within an ulp of a CDF step could sample the neighbouring action;
 the tests hold this path to the reference as the Triton kernel is held (same actions, log-probs within
 1e-5).
@@ -22,39 +22,16 @@ import numpy as np
 import torch
 
 from .actor import actor_logits_value_ref, global_agent_ids
-from .counter_rng import GOLDEN, INV_2_24, MASK32, MUL1, MUL2
+from .counter_rng import split_seed, uniform
 
-_MASK = np.uint64(MASK32)
-_MUL1, _MUL2, _GOLDEN = np.uint64(MUL1), np.uint64(MUL2), np.uint64(GOLDEN)
-_S8, _S15, _S16 = np.uint64(8), np.uint64(15), np.uint64(16)
-_INV_2_24 = np.float32(INV_2_24)
 #: Rows per parallel chunk: a parallel region costs ~20 us of thread hand-off, more than a chunk's work.
 _CHUNK = 2048
 
 
 @numba.njit(inline="always")
-def _mix32(x):
-    """lowbias32 on a uint64 holding a 32-bit value (mix32_ref's arithmetic)."""
-    x = x ^ (x >> _S16)
-    x = (x * _MUL1) & _MASK
-    x = x ^ (x >> _S15)
-    x = (x * _MUL2) & _MASK
-    return x ^ (x >> _S16)
-
-
-@numba.njit(inline="always")
-def uniform(seed_lo, seed_hi, agent, step, head):
-    """uniform_ref(seed, agent, step, head) for one draw (all arguments uint64)."""
-    x = _mix32(((step & _MASK) * _GOLDEN + head) & _MASK)
-    x = _mix32((agent & _MASK) ^ x)
-    x = _mix32(x ^ seed_hi)
-    x = _mix32(x ^ seed_lo)
-    return np.float32(x >> _S8) * _INV_2_24
-
-
-@numba.njit(inline="always")
-def _sample_row(r, logits, nvec, ids, step, seed_lo, seed_hi, action_row):
-    """Row r's actions into action_row [heads]; returns its summed log-prob."""
+def _sample_row(r, logits, nvec, ids, step, seed_lo, seed_hi, ex, action_row):
+    """Row r's actions into action_row [heads]; returns its summed log-prob. ``ex`` [NP]: scratch for the
+    row's exponentials (the reference's ``ex``: its sum and running sum come from the same values)."""
     logp = np.float32(0.0)
     for h in range(logits.shape[1]):
         count = nvec[h]
@@ -63,12 +40,13 @@ def _sample_row(r, logits, nvec, ids, step, seed_lo, seed_hi, action_row):
             m = max(m, logits[r, h, j])
         s = np.float32(0.0)
         for j in range(count):
-            s += math.exp(logits[r, h, j] - m)
+            ex[j] = math.exp(logits[r, h, j] - m)
+            s += ex[j]
         target = uniform(seed_lo, seed_hi, np.uint64(ids[r]), step, np.uint64(h)) * s
         cdf = np.float32(0.0)
         a = 0
         for j in range(count):
-            cdf += math.exp(logits[r, h, j] - m)
+            cdf += ex[j]
             a += cdf < target
         a = min(a, count - 1)
         action_row[h] = a
@@ -77,13 +55,18 @@ def _sample_row(r, logits, nvec, ids, step, seed_lo, seed_hi, action_row):
 
 
 @numba.njit(parallel=True, error_model="numpy", cache=True)
-def _sample_kernel(logits, nvec, ids, step, seed_lo, seed_hi, value_rows, n, action, log_prob, value):
+def _sample_kernel(logits, nvec, ids, value_rows, action, log_prob, value, n, step, seed_lo, seed_hi):
     rows = logits.shape[0]
     for c in numba.prange((rows + _CHUNK - 1) // _CHUNK):
+        ex = np.empty(logits.shape[2], np.float32)
         for r in range(c * _CHUNK, min(rows, (c + 1) * _CHUNK)):
             e, i = r // n, r % n
-            log_prob[e, i] = _sample_row(r, logits, nvec, ids, step, seed_lo, seed_hi, action[e, i])
+            log_prob[e, i] = _sample_row(r, logits, nvec, ids, step, seed_lo, seed_hi, ex, action[e, i])
             value[e, i] = value_rows[r]
+
+
+def _host(*tensors: torch.Tensor) -> list:
+    return [t.numpy() for t in tensors]  # host-ok: CPU tensors only, zero-copy views
 
 
 @torch.no_grad()
@@ -94,11 +77,12 @@ def actor_step_cpu(x: torch.Tensor, packed, step: torch.Tensor, seed: int, env_o
     E, n, _ = x.shape
     logits, v = actor_logits_value_ref(x, packed)
     ids = global_agent_ids(E, n, env_offset, num_agents, group_start, x.device)
+    step_now = np.uint64(int(step))  # host-ok: a CPU tensor
+    lo, hi = split_seed(seed)
     # The kernel reads each head's real columns only: the padded ones add exactly 0 to the reference's
     # sums and never stop its inverse CDF.
-    _sample_kernel(logits.numpy(), packed.nvec_t.numpy(), ids.numpy(), np.uint64(int(step)),
-                   np.uint64(seed & MASK32), np.uint64((seed >> 32) & MASK32), v.numpy(), n,
-                   action.numpy(), log_prob.numpy(), value.numpy())
+    _sample_kernel(*_host(logits, packed.nvec_t, ids, v, action, log_prob, value), n, step_now, np.uint64(lo),
+                   np.uint64(hi))
 
 
-__all__ = ["actor_step_cpu", "uniform"]
+__all__ = ["actor_step_cpu"]
