@@ -75,6 +75,9 @@ def parse_args(argv=None):
     ap.add_argument("--train-envs", type=int, default=None, help="training num_envs (default 128 / the preset's)")
     ap.add_argument("--train-iters", type=int, default=None, help="training iterations (default 30, quick 8)")
     ap.add_argument("--train-rollout", type=int, default=None, help="training rollout_len (default 64 / the preset's)")
+    ap.add_argument("--train-seeds", type=int, default=None,
+                    help="training comparisons, one per seed (--seed onwards); the curves are compared across "
+                         "seeds (default 3, quick 1)")
     ap.add_argument("--quick", action="store_true", help="smaller run: sizes 1,256,4096, 3 rounds, 8 iterations")
     ap.add_argument("--numba-threads", type=int, default=None,
                     help="numba.set_num_threads(N) before anything runs (default: Numba's, all cores)")
@@ -88,6 +91,7 @@ def parse_args(argv=None):
     args.rounds = args.rounds or (3 if q else 5)
     args.chunk_seconds = args.chunk_seconds or (0.15 if q else 0.3)
     args.train_iters = args.train_iters or (8 if q else 30)
+    args.train_seeds = args.train_seeds or (1 if q else 3)
     return args
 
 
@@ -255,6 +259,7 @@ def main(argv=None) -> dict:
                "missing_peers": missing, "device": str(device),
                "settings": {"configs": configs, "num_envs": sizes, "rounds": args.rounds,
                             "chunk_seconds": args.chunk_seconds, "mpe2_max_envs": args.mpe2_max_envs,
+                            "train_seeds": args.train_seeds,
                             "seed": args.seed},
                "env_throughput": env_rows, "training": training,
                "acceptance": {k: v for k, v in summary.items() if k != "lines"}}
@@ -280,14 +285,16 @@ def run_training(args, device, missing, say):
     say("  gpurl: one ActorCritic per group (adversary, good), separate actor/critic MLPs; policy_backend="
         f"{cfg.policy_backend}; the baseline: the same per group, written in JAX (gpurl/peers/jax_ippo.py)")
     t0 = time.perf_counter()
-    result = compare_training(cfg, say)
+    say(f"  seeds {cfg.seed}..{cfg.seed + args.train_seeds - 1}: one alternating comparison each")
+    result = compare_training(cfg, say, seeds=args.train_seeds)
     result["config"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg_dict.items()}
     result["config_source"] = source
     result["wall_seconds"] = round(time.perf_counter() - t0, 1)
     out_dir = Path(args.out_dir) if args.out_dir else Path("runs") / f"peers-{time.strftime('%Y%m%d-%H%M%S')}"
     png = plot_curves(result, out_dir / "training_curves.png",
                       f"simple_tag 3v1v2, {cfg.num_envs} envs x T={cfg.rollout_len}, hidden {cfg.hidden}, "
-                      f"{cfg.epochs} epochs x {cfg.minibatches} minibatches; gpurl on {device}, JAX IPPO on CPU")
+                      f"{cfg.epochs} epochs x {cfg.minibatches} minibatches, mean of {args.train_seeds} seed(s); gpurl on {device}, "
+                      "JAX IPPO on CPU")
     result["curve_png"] = str(png) if png else None
     g, j = result["gpurl"]["env_steps_per_s"], result["jax_ippo"]["env_steps_per_s"]
     say(f"training throughput (compile iteration excluded): gpurl {g:,.0f} env-steps/s, JAX IPPO {j:,.0f} "
@@ -297,10 +304,11 @@ def run_training(args, device, missing, say):
     say(f"gpurl phase seconds over the timed iterations: {result['gpurl_phase_seconds']}")
     for group, res in result["curve_comparison"].items():
         say(f"return/{group}, mean over the last third: gpurl {res['gpurl']['last_third_mean']:.2f}, "
-            f"JAX {res['jax_ippo']['last_third_mean']:.2f} (over the whole run: gpurl "
+            f"JAX {res['jax_ippo']['last_third_mean']:.2f} (per seed: gpurl {res['gpurl']['last_third_mean_per_seed']}, "
+            f"JAX {res['jax_ippo']['last_third_mean_per_seed']}; over the whole run: gpurl "
             f"{res['gpurl']['mean_over_run']:.2f}, JAX {res['jax_ippo']['mean_over_run']:.2f})"
-            + (f"; gpurl no worse (difference >= -2 s.e. = {-res['two_standard_errors']:.2f}): "
-               f"{res['gpurl_no_worse']}" if "gpurl_no_worse" in res else ""))
+            + (f"; gpurl no worse (difference >= -2 s.e. over {res['standard_error_over']} = "
+               f"{-res['two_standard_errors']:.2f}): {res['gpurl_no_worse']}" if "gpurl_no_worse" in res else ""))
     say(f"curves: {png}" if png else "curves: matplotlib not installed, no PNG")
     return result
 

@@ -90,21 +90,33 @@ def test_nan_in_loss_stops_with_the_iteration_named(tmp_path):
         trainer.read_losses(trainer.iterate())
 
 
-def test_train_run_nan_writes_no_checkpoint(tmp_path, monkeypatch):
-    """A run whose loss turns NaN stops before writing the checkpoint of that iteration."""
+@pytest.mark.parametrize("learner_backend", ["torch", "auto"])
+def test_train_run_nan_writes_no_checkpoint(tmp_path, monkeypatch, learner_backend):
+    """A run whose loss turns NaN stops before writing the checkpoint of that iteration (autograd's
+    group_loss, or the fused CPU update's statistics)."""
     import gpurl.train.ppo as ppo
+    from gpurl.train.ppo_cpu import FusedGroupUpdate
 
-    real = ppo.group_loss
     calls = {"n": 0}
+    if learner_backend == "torch":
+        real = ppo.group_loss
 
-    def poisoned(*args):
-        loss, stats = real(*args)
-        calls["n"] += 1
-        return loss * float("nan"), stats * float("nan")
+        def poisoned(*args):
+            loss, stats = real(*args)
+            calls["n"] += 1
+            return loss * float("nan"), stats * float("nan")
 
-    monkeypatch.setattr(ppo, "group_loss", poisoned)
+        monkeypatch.setattr(ppo, "group_loss", poisoned)
+    else:
+        real = FusedGroupUpdate.loss_and_grads
+
+        def poisoned(self, *args):
+            calls["n"] += 1
+            return real(self, *args) * float("nan")
+
+        monkeypatch.setattr(FusedGroupUpdate, "loss_and_grads", poisoned)
     with pytest.raises(NonFiniteLossError, match="iteration 1"):
-        train(tiny_config(log_dir=str(tmp_path), checkpoint_every=1))
+        train(tiny_config(log_dir=str(tmp_path), checkpoint_every=1, learner_backend=learner_backend))
     assert calls["n"] > 0
     assert not (tmp_path / "checkpoint.pt").exists()
 

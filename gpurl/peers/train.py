@@ -9,6 +9,7 @@ The first iteration of each compiles and is not timed.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -34,16 +35,53 @@ def train_config(num_envs: int | None, iters: int, rollout_len: int | None, seed
     return build_config(env="simple_tag", env_params=dict(ENV_PARAMS), **explicit), "explicit values"
 
 
-def compare_training(cfg, say=print) -> dict:
-    """Alternate gpurl and the JAX baseline for ``cfg.iters`` iterations each; curves and throughput."""
+def compare_training(cfg, say=print, seeds: int = 1) -> dict:
+    """Alternate gpurl and the JAX baseline for ``cfg.iters`` iterations each, once per seed
+    (``cfg.seed`` .. ``cfg.seed + seeds - 1``); throughput over every timed iteration, curves averaged
+    over the seeds and compared across them."""
+    p = cfg.env_params
+    if cfg.env != "simple_tag" or p.get("num_good", 1) != 1:
+        raise ValueError("the training comparison is simple_tag with num_good = 1 (JaxMARL differs for G > 1)")
+    if seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds}")
+    runs = [_alternate(dataclasses.replace(cfg, seed=cfg.seed + k), say) for k in range(seeds)]
+    steps_per_iter = cfg.num_envs * cfg.rollout_len
+    timed = slice(1, None) if cfg.iters > 1 else slice(0, None)
+    out = {"env_steps_per_iteration": steps_per_iter, "iterations": cfg.iters,
+           "seeds": [cfg.seed + k for k in range(seeds)],
+           "compile_seconds": {k: runs[0]["seconds"][k][0] for k in ("gpurl", "jax_ippo")}}
+    seconds = {k: np.concatenate([r["seconds"][k][timed] for r in runs]) for k in ("gpurl", "jax_ippo")}
+    for name in ("gpurl", "jax_ippo"):
+        curve = []
+        for it in range(cfg.iters):
+            means = [_mean([r["rows"][name][it][g] for r in runs]) for g in ("adversary", "good")]
+            curve.append([(it + 1) * steps_per_iter, *means])
+        out[name] = {"env_steps_per_s": steps_per_iter * len(seconds[name]) / float(seconds[name].sum()),
+                     "curve": curve}
+    out["ratio_gpurl_over_jax"] = out["gpurl"]["env_steps_per_s"] / out["jax_ippo"]["env_steps_per_s"]
+    out["ratio_median_per_iteration"] = float(np.median(seconds["jax_ippo"] / seconds["gpurl"]))
+    phases: dict[str, float] = {}
+    for r in runs:
+        for k, v in r["phases"].items():
+            phases[k] = phases.get(k, 0.0) + v
+    out["gpurl_phase_seconds"] = {k: round(v, 3) for k, v in sorted(phases.items())}
+    out["curve_comparison"] = compare_curves([r["rows"] for r in runs])
+    return out
+
+
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def _alternate(cfg, say) -> dict:
+    """One seed: gpurl and the baseline alternating iteration by iteration."""
     import torch
 
     from gpurl.train.trainer import Trainer
     from .jax_ippo import JaxIPPO, make_jaxmarl_tag
 
     p = cfg.env_params
-    if cfg.env != "simple_tag" or p.get("num_good", 1) != 1:
-        raise ValueError("the training comparison is simple_tag with num_good = 1 (JaxMARL differs for G > 1)")
     gp = Trainer(cfg)
     jx = JaxIPPO(cfg, make_jaxmarl_tag(p.get("num_adversaries", 3), p.get("num_good", 1),
                                        p.get("num_obstacles", 2), p.get("max_cycles", 25)))
@@ -51,6 +89,7 @@ def compare_training(cfg, say=print) -> dict:
     rows = {"gpurl": [], "jax_ippo": []}
     seconds = {"gpurl": [], "jax_ippo": []}
     phases: dict[str, float] = {}
+    say(f"seed {cfg.seed}")
     say(f"{'iter':>5s} {'env_steps':>10s} | {'gpurl s':>8s} {'adv':>7s} {'good':>8s} | {'jax s':>8s} {'adv':>7s} "
         f"{'good':>8s}")
     for it in range(cfg.iters):
@@ -78,45 +117,40 @@ def compare_training(cfg, say=print) -> dict:
         g, j = rows["gpurl"][-1], rows["jax_ippo"][-1]
         say(f"{it + 1:5d} {g['env_steps']:10d} | {g_dt:8.2f} {_f(g['adversary'])} {_f(g['good'], 8)} | "
             f"{j_dt:8.2f} {_f(j['adversary'])} {_f(j['good'], 8)}")
-    timed = slice(1, None) if cfg.iters > 1 else slice(0, None)
-    out = {"env_steps_per_iteration": steps_per_iter, "iterations": cfg.iters,
-           "compile_seconds": {k: v[0] for k, v in seconds.items()}}
-    for name in rows:
-        t = float(np.sum(seconds[name][timed]))
-        out[name] = {"env_steps_per_s": steps_per_iter * len(seconds[name][timed]) / t,
-                     "curve": [[r["env_steps"], r["adversary"], r["good"]] for r in rows[name]]}
-    per_iter = np.array(seconds["jax_ippo"][timed]) / np.array(seconds["gpurl"][timed])
-    out["ratio_gpurl_over_jax"] = out["gpurl"]["env_steps_per_s"] / out["jax_ippo"]["env_steps_per_s"]
-    out["ratio_median_per_iteration"] = float(np.median(per_iter))
-    out["gpurl_phase_seconds"] = {k: round(v, 3) for k, v in sorted(phases.items())}
-    out["curve_comparison"] = compare_curves(rows)
-    return out
+    return {"rows": rows, "seconds": {k: np.array(v) for k, v in seconds.items()}, "phases": phases}
 
 
 def _f(v, width=7):
     return f"{v:{width}.2f}" if v is not None else " " * (width - 1) + "-"
 
 
-def compare_curves(rows: dict) -> dict:
+def compare_curves(runs: list[dict]) -> dict:
     """Per group: mean return over the last third of the iterations and over all of them (the area
-    under the curve per env step), for each trainer; gpurl is "no worse" when its last-third mean is
-    at least the baseline's minus two standard errors of the difference (per-iteration scatter)."""
+    under the curve per env step), for each trainer, averaged over the seeds' ``runs``. gpurl is "no
+    worse" when its last-third mean is at least the baseline's minus two standard errors of the
+    difference: over the seeds' last-third means when there are several (a run's iterations are
+    correlated: one seed's scatter understates how much another seed's curve differs), else over the
+    one run's per-iteration scatter."""
     out = {}
     for group in ("adversary", "good"):
-        res = {}
-        tails = {}
-        for name, rs in rows.items():
-            ys = np.array([r[group] for r in rs if r[group] is not None], dtype=np.float64)
-            tail = ys[-max(1, len(ys) // 3):]
-            tails[name] = tail
-            res[name] = {"last_third_mean": float(tail.mean()) if len(tail) else None,
-                         "mean_over_run": float(ys.mean()) if len(ys) else None}
-        g, j = tails["gpurl"], tails["jax_ippo"]
+        res, tails, seed_means = {}, {}, {}
+        for name in ("gpurl", "jax_ippo"):
+            per_seed = []
+            for rows in runs:
+                ys = np.array([r[group] for r in rows[name] if r[group] is not None], dtype=np.float64)
+                per_seed.append((ys, ys[-max(1, len(ys) // 3):]))
+            tails[name] = np.concatenate([t for _, t in per_seed])
+            seed_means[name] = np.array([t.mean() for _, t in per_seed if len(t)])
+            res[name] = {"last_third_mean": float(seed_means[name].mean()) if len(seed_means[name]) else None,
+                         "last_third_mean_per_seed": [round(float(m), 3) for m in seed_means[name]],
+                         "mean_over_run": _mean([float(ys.mean()) for ys, _ in per_seed if len(ys)])}
+        g, j = (seed_means if len(runs) > 1 else tails)["gpurl"], (seed_means if len(runs) > 1 else tails)["jax_ippo"]
         if len(g) > 1 and len(j) > 1:
             se = float(np.sqrt(g.var(ddof=1) / len(g) + j.var(ddof=1) / len(j)))
             diff = float(g.mean() - j.mean())
             res["difference_gpurl_minus_jax"] = diff
             res["two_standard_errors"] = 2 * se
+            res["standard_error_over"] = "seeds" if len(runs) > 1 else "iterations"
             res["gpurl_no_worse"] = diff >= -2 * se
         out[group] = res
     return out

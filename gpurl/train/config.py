@@ -55,6 +55,9 @@ class TrainConfig:
                             default=1)
     policy_backend: str = _doc("acting: 'fused' (one Triton kernel per group), 'torch' (its reference), "
                                "'auto' (fused on CUDA; on the CPU torch's GEMMs and the sampling in one Numba call)", default="auto")
+    learner_backend: str = _doc("update: 'auto' (on one CPU rank, categorical MLP policies train without autograd: "
+                                "torch GEMMs and fused Numba passes, gpurl.train.ppo_cpu; else autograd) or "
+                                "'torch' (autograd always)", default="auto")
     cuda_graph: bool = _doc("on CUDA, capture the whole rollout as one CUDA graph and replay it", default=True)
     train_groups: tuple = _doc("groups that learn (CLI: tagger,runner); empty = all; others act randomly",
                                default=())
@@ -117,6 +120,8 @@ class TrainConfig:
             raise ValueError(f"hidden must be widths >= 1, got {c.hidden!r}")
         if c.policy_backend not in ("auto", "torch", "fused"):
             raise ValueError(f"policy_backend must be 'auto', 'torch' or 'fused', got {c.policy_backend!r}")
+        if c.learner_backend not in ("auto", "torch"):
+            raise ValueError(f"learner_backend must be 'auto' or 'torch', got {c.learner_backend!r}")
         if c.dist not in ("auto", "single", "data_parallel", "central_learner"):
             raise ValueError(f"dist must be 'auto', 'single', 'data_parallel' or 'central_learner', got {c.dist!r}")
         if c.dist_timeout <= 0:

@@ -10,6 +10,9 @@ a generator every rank holds in the same state; a rank trains on the members of 
 fall in its env shard, every mean is a sum divided by the global minibatch size, and the placement
 sums gradients and advantage moments over ranks. So the update is the same arithmetic however the envs
 are split: data-parallel on two ranks gives the parameters single-device training gives.
+
+On the CPU, categorical MLP policies take :mod:`.ppo_cpu` instead of ``group_loss`` + autograd: the
+same loss and gradients (the tests hold them to these), written by torch GEMMs and fused Numba passes.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from torch import nn
 
 from .config import TrainConfig
 from .placement import EnvShard, LocalComm, Placement
+from .ppo_cpu import fused_cpu_groups
 
 
 @dataclass
@@ -100,29 +104,38 @@ def ppo_update(policies: nn.ModuleDict, optimizer: torch.optim.Optimizer, batche
     comm = placement.comm if shard is not None and not shard.whole else LocalComm()
     totals = {name: None for name in batches}
     params = [p for name in batches for p in policies[name].parameters()]
+    sizes = {name: len(b) if shard is None else len(b) // shard.size * shard.total  # samples over all ranks
+             for name, b in batches.items()}
+    fused = fused_cpu_groups(policies, batches, sizes, cfg)
     steps = 0
     for _ in range(cfg.epochs):
         chunks = {}
         for name, b in batches.items():
-            size = len(b) if shard is None else len(b) // shard.size * shard.total  # samples over all ranks
-            chunks[name] = torch.randperm(size, device=b.inputs.device, generator=generator).tensor_split(cfg.minibatches)
+            chunks[name] = torch.randperm(sizes[name], device=b.inputs.device,
+                                          generator=generator).tensor_split(cfg.minibatches)
         for m in range(cfg.minibatches):
             # A rank may hold none of a minibatch's samples: the zero term keeps its gradients defined.
-            total_loss = sum(p.sum() * 0.0 for p in params) if comm.world_size > 1 else 0
+            total_loss = sum(p.sum() * 0.0 for p in params) if comm.world_size > 1 and fused is None else 0
             for name, batch in batches.items():
                 chunk = chunks[name][m]
                 idx = chunk if shard is None else shard.localize(chunk, batch.agents)
-                mb = batch.rows(idx)
-                loss, stats = group_loss(policies[name], mb, len(chunk), cfg, comm)
-                total_loss = total_loss + loss
+                if fused is not None:  # writes the group's .grad (every element) without autograd
+                    stats = fused[name].loss_and_grads(idx, len(chunk), cfg, comm)
+                else:
+                    loss, stats = group_loss(policies[name], batch.rows(idx), len(chunk), cfg, comm)
+                    total_loss = total_loss + loss
                 totals[name] = stats if totals[name] is None else totals[name] + stats
-            optimizer.zero_grad(set_to_none=True)
-            total_loss.backward()
+            if fused is None:
+                optimizer.zero_grad(set_to_none=True)
+                total_loss.backward()
             if comm.world_size > 1:
                 placement.reduce_gradients(params)
             if cfg.max_grad_norm > 0:
                 for name in batches:
-                    nn.utils.clip_grad_norm_(policies[name].parameters(), cfg.max_grad_norm)
+                    if fused is not None:
+                        fused[name].clip_grad_norm_(cfg.max_grad_norm)
+                    else:
+                        nn.utils.clip_grad_norm_(policies[name].parameters(), cfg.max_grad_norm)
             optimizer.step()
             steps += 1
     out = {name: t / steps for name, t in totals.items()}
