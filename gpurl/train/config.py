@@ -55,7 +55,7 @@ class TrainConfig:
                             default=1)
     policy_backend: str = _doc("acting: 'fused' (one Triton kernel per group), 'torch' (its reference), "
                                "'auto' (fused on CUDA; on the CPU torch's GEMMs and the sampling in one Numba call)", default="auto")
-    learner_backend: str = _doc("update: 'auto' (on one CPU rank, categorical MLP policies train without autograd: "
+    learner_backend: str = _doc("update: 'auto' (on the CPU, categorical MLP policies train without autograd: "
                                 "torch GEMMs and fused Numba passes, gpurl.train.ppo_cpu; else autograd) or "
                                 "'torch' (autograd always)", default="auto")
     cuda_graph: bool = _doc("on CUDA, capture the whole rollout as one CUDA graph and replay it", default=True)
