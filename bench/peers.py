@@ -75,6 +75,9 @@ def parse_args(argv=None):
     ap.add_argument("--train-envs", type=int, default=None, help="training num_envs (default 128 / the preset's)")
     ap.add_argument("--train-iters", type=int, default=None, help="training iterations (default 30, quick 8)")
     ap.add_argument("--train-rollout", type=int, default=None, help="training rollout_len (default 64 / the preset's)")
+    ap.add_argument("--train-own-process", action=argparse.BooleanOptionalAction, default=True,
+                    help="run the JAX baseline in its own process, driven iteration by iteration (default); "
+                         "--no-train-own-process: both in this one")
     ap.add_argument("--train-seeds", type=int, default=None,
                     help="training comparisons, one per seed (--seed onwards); the curves are compared across "
                          "seeds (default 3, quick 1)")
@@ -259,7 +262,7 @@ def main(argv=None) -> dict:
                "missing_peers": missing, "device": str(device),
                "settings": {"configs": configs, "num_envs": sizes, "rounds": args.rounds,
                             "chunk_seconds": args.chunk_seconds, "mpe2_max_envs": args.mpe2_max_envs,
-                            "train_seeds": args.train_seeds,
+                            "train_seeds": args.train_seeds, "train_own_process": args.train_own_process,
                             "seed": args.seed},
                "env_throughput": env_rows, "training": training,
                "acceptance": {k: v for k, v in summary.items() if k != "lines"}}
@@ -285,8 +288,9 @@ def run_training(args, device, missing, say):
     say("  gpurl: one ActorCritic per group (adversary, good), separate actor/critic MLPs; policy_backend="
         f"{cfg.policy_backend}; the baseline: the same per group, written in JAX (gpurl/peers/jax_ippo.py)")
     t0 = time.perf_counter()
-    say(f"  seeds {cfg.seed}..{cfg.seed + args.train_seeds - 1}: one alternating comparison each")
-    result = compare_training(cfg, say, seeds=args.train_seeds)
+    say(f"  seeds {cfg.seed}..{cfg.seed + args.train_seeds - 1}: one alternating comparison each; the JAX baseline "
+        + ("in its own process" if args.train_own_process else "in this process"))
+    result = compare_training(cfg, say, seeds=args.train_seeds, own_process=args.train_own_process)
     result["config"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg_dict.items()}
     result["config_source"] = source
     result["wall_seconds"] = round(time.perf_counter() - t0, 1)

@@ -4,12 +4,14 @@ Both train from one :class:`gpurl.train.config.TrainConfig` (same envs, rollout 
 widths, epochs, minibatches and every other hyper-parameter; see ``jax_ippo``) and alternate
 iteration by iteration, so load from other work on the machine hits both alike. gpurl's iteration is
 ``Trainer.iterate`` + ``read_losses`` + ``read_stats`` (what ``gpurl.train.run.train`` does per
-iteration, without its CSV/TensorBoard writes); the baseline's is one jitted call plus its host read.
+iteration, without its CSV/TensorBoard writes); the baseline's is one jitted call plus its host read,
+timed in its own process by default (so that neither side's idle thread pools slow the other down).
 The first iteration of each compiles and is not timed.
 """
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import time
 from pathlib import Path
 
@@ -35,16 +37,17 @@ def train_config(num_envs: int | None, iters: int, rollout_len: int | None, seed
     return build_config(env="simple_tag", env_params=dict(ENV_PARAMS), **explicit), "explicit values"
 
 
-def compare_training(cfg, say=print, seeds: int = 1) -> dict:
+def compare_training(cfg, say=print, seeds: int = 1, own_process: bool = True) -> dict:
     """Alternate gpurl and the JAX baseline for ``cfg.iters`` iterations each, once per seed
     (``cfg.seed`` .. ``cfg.seed + seeds - 1``); throughput over every timed iteration, curves averaged
-    over the seeds and compared across them."""
+    over the seeds and compared across them. ``own_process``: the baseline runs in a child process
+    (see :class:`_OwnProcess`), else in this one."""
     p = cfg.env_params
     if cfg.env != "simple_tag" or p.get("num_good", 1) != 1:
         raise ValueError("the training comparison is simple_tag with num_good = 1 (JaxMARL differs for G > 1)")
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
-    runs = [_alternate(dataclasses.replace(cfg, seed=cfg.seed + k), say) for k in range(seeds)]
+    runs = [_alternate(dataclasses.replace(cfg, seed=cfg.seed + k), say, own_process) for k in range(seeds)]
     steps_per_iter = cfg.num_envs * cfg.rollout_len
     timed = slice(1, None) if cfg.iters > 1 else slice(0, None)
     out = {"env_steps_per_iteration": steps_per_iter, "iterations": cfg.iters,
@@ -74,17 +77,92 @@ def _mean(values: list) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _alternate(cfg, say) -> dict:
-    """One seed: gpurl and the baseline alternating iteration by iteration."""
-    import torch
-
-    from gpurl.train.trainer import Trainer
+def _make_jax_ippo(cfg):
     from .jax_ippo import JaxIPPO, make_jaxmarl_tag
 
     p = cfg.env_params
+    return JaxIPPO(cfg, make_jaxmarl_tag(p.get("num_adversaries", 3), p.get("num_good", 1),
+                                         p.get("num_obstacles", 2), p.get("max_cycles", 25)))
+
+
+class _InProcess:
+    """The JAX baseline in this process; ``iterate()`` -> (seconds, episode stats)."""
+
+    def __init__(self, cfg):
+        self.jx = _make_jax_ippo(cfg)
+
+    def iterate(self) -> tuple[float, dict]:
+        t0 = time.perf_counter()
+        stats = self.jx.iterate()
+        return time.perf_counter() - t0, stats
+
+    def close(self) -> None:
+        pass
+
+
+def _jax_worker(conn, cfg) -> None:
+    """The child process of :class:`_OwnProcess`: one JAX iteration per "iterate" message."""
+    try:
+        runner = _InProcess(cfg)
+        conn.send(("ready", None))
+        while conn.recv() == "iterate":
+            conn.send(("ok", runner.iterate()))
+    except Exception:  # noqa: BLE001 - the parent raises it with the child's traceback
+        import traceback
+
+        conn.send(("error", traceback.format_exc()))
+
+
+class _OwnProcess:
+    """The JAX baseline in a child process, driven iteration by iteration over a pipe. Each side's
+    thread pools (XLA's; torch's and Numba's) then idle while the other side runs, as they do when each
+    trains alone; in one process, either side's spinning workers slow the other down."""
+
+    def __init__(self, cfg):
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_jax_worker, args=(child, cfg), daemon=True)
+        self.proc.start()
+        child.close()
+        self._reply()
+
+    def _reply(self):
+        if not self.conn.poll(600):
+            raise RuntimeError("the JAX baseline's process did not answer within 600 s")
+        kind, payload = self.conn.recv()
+        if kind == "error":
+            raise RuntimeError(f"the JAX baseline's process failed:\n{payload}")
+        return payload
+
+    def iterate(self) -> tuple[float, dict]:
+        self.conn.send("iterate")
+        return self._reply()
+
+    def close(self) -> None:
+        try:
+            self.conn.send("stop")
+        except OSError:
+            pass
+        self.proc.join(timeout=30)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+def _alternate(cfg, say, own_process: bool) -> dict:
+    """One seed: gpurl and the baseline alternating iteration by iteration."""
+    from gpurl.train.trainer import Trainer
+
     gp = Trainer(cfg)
-    jx = JaxIPPO(cfg, make_jaxmarl_tag(p.get("num_adversaries", 3), p.get("num_good", 1),
-                                       p.get("num_obstacles", 2), p.get("max_cycles", 25)))
+    jx = (_OwnProcess if own_process else _InProcess)(cfg)
+    try:
+        return _alternate_iterations(cfg, gp, jx, say)
+    finally:
+        jx.close()
+
+
+def _alternate_iterations(cfg, gp, jx, say) -> dict:
+    import torch
+
     steps_per_iter = cfg.num_envs * cfg.rollout_len
     rows = {"gpurl": [], "jax_ippo": []}
     seconds = {"gpurl": [], "jax_ippo": []}
@@ -106,10 +184,7 @@ def _alternate(cfg, say) -> dict:
                 phases[k] = phases.get(k, 0.0) + v
         else:
             gp.timer.read()
-        # JAX baseline
-        t0 = time.perf_counter()
-        j_stats = jx.iterate()
-        j_dt = time.perf_counter() - t0
+        j_dt, j_stats = jx.iterate()  # JAX baseline
         for name, stats, dt in (("gpurl", g_stats, g_dt), ("jax_ippo", j_stats, j_dt)):
             rows[name].append({"env_steps": (it + 1) * steps_per_iter, "seconds": dt,
                                "adversary": stats.get("return/adversary"), "good": stats.get("return/good")})

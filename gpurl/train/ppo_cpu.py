@@ -134,60 +134,74 @@ class FusedGroupUpdate:
         """Write the gradients of this rank's part ``idx`` [n] of a minibatch of ``size`` rows (over all
         ranks) into the policy's ``.grad``: this rank's share, as group_loss's backward gives it. Returns
         the share of the statistics, float32 [6] (STAT_NAMES order)."""
-        n, a, c, L = idx.shape[0], self.actor, self.critic, len(self.actor) - 1
+        n = idx.shape[0]
         if n == 0:  # none of this minibatch's rows are on this rank
             self._advantage_normalisation(np.zeros(0, np.float32), size, cfg.norm_adv, comm)
             self.flat_grad.zero_()
             return torch.zeros(NUM_STATS)
         rows = torch.index_select(self.table, 0, idx, out=self.rows[:n])
         actions = torch.index_select(self.actions, 0, idx, out=self.action_rows[:n])
-        x = rows[:, :self.in_dim]
+        x, columns = rows[:, :self.in_dim], _np(rows[:, self.in_dim:])
+        za, zc = self._forward(x)
+        adv_mean, adv_scale = self._advantage_normalisation(columns[:, 1], size, cfg.norm_adv, comm)
+        a, c, L = self.actor[-1], self.critic[-1], len(self.actor) - 1
+        # The last hidden layer's bias gradients: of its own Linear, or halves of the first layer's.
+        grad_za_bias, grad_zc_bias = ((self.actor[L - 1].bias.grad, self.critic[L - 1].bias.grad) if L > 1 else
+                                      (self.grad_b1_both[:self.w1], self.grad_b1_both[self.w1:]))
+        head_loss_backward(
+            _np(za), _np(zc), _np(a.weight), _np(a.bias), _np(c.weight[0]), _np(c.bias), self.nvec, _np(actions),
+            columns, np.float32(size), adv_mean, adv_scale, np.float32(cfg.clip_coef), cfg.clip_vloss,
+            np.float32(cfg.vf_coef), np.float32(cfg.ent_coef), self.relu, _np(a.weight.grad), _np(a.bias.grad),
+            _np(c.weight.grad[0]), _np(c.bias.grad), _np(grad_za_bias), _np(grad_zc_bias), self.stats)
+        self._backward(x, za, zc)
+        return torch.from_numpy(self.stats.astype(np.float32))
+
+    def _forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Hidden layers of actor and critic for rows x [n, in_dim]: the last layer's pre-activations
+        (za, zc [n, w]); every earlier layer's activations stay in the z buffers for the backward."""
+        n, a, c = x.shape[0], self.actor, self.critic
         torch.cat([a[0].weight, c[0].weight], out=self.w1_both)
         torch.cat([a[0].bias, c[0].bias], out=self.b1_both)
         z1 = torch.addmm(self.b1_both, x, self.w1_both.t(), out=self.z1[:n])
-        ha, hc = z1[:, :self.w1], z1[:, self.w1:]
-        for k in range(1, L):
-            activate_(_np(z1 if k == 1 else ha), self.relu)
-            if k > 1:
-                activate_(_np(hc), self.relu)
-            ha = torch.addmm(a[k].bias, ha, a[k].weight.t(), out=self.za[k][:n])
-            hc = torch.addmm(c[k].bias, hc, c[k].weight.t(), out=self.zc[k][:n])
-        # ha, hc: the last hidden layer's pre-activations, overwritten below with their gradients.
-        grad_za_bias, grad_zc_bias = ((a[L - 1].bias.grad, c[L - 1].bias.grad) if L > 1 else
-                                      (self.grad_b1_both[:self.w1], self.grad_b1_both[self.w1:]))
-        columns = _np(rows[:, self.in_dim:])
-        adv_mean, adv_scale = self._advantage_normalisation(columns[:, 1], size, cfg.norm_adv, comm)
-        head_loss_backward(
-            _np(ha), _np(hc), _np(a[L].weight), _np(a[L].bias), _np(c[L].weight[0]), _np(c[L].bias), self.nvec,
-            _np(actions), columns, np.float32(size), adv_mean, adv_scale, np.float32(cfg.clip_coef),
-            cfg.clip_vloss, np.float32(cfg.vf_coef), np.float32(cfg.ent_coef), self.relu,
-            _np(a[L].weight.grad), _np(a[L].bias.grad), _np(c[L].weight.grad[0]), _np(c[L].bias.grad),
-            _np(grad_za_bias), _np(grad_zc_bias), self.stats)
-        grad_a, grad_c = ha, hc
-        for k in range(L - 1, 0, -1):
-            below_a = z1[:, :self.w1] if k == 1 else self.za[k - 1][:n]
-            below_c = z1[:, self.w1:] if k == 1 else self.zc[k - 1][:n]
+        za, zc = z1[:, :self.w1], z1[:, self.w1:]
+        for k in range(1, len(a) - 1):
+            if k == 1:
+                activate_(_np(z1), self.relu)
+            else:
+                activate_(_np(za), self.relu)
+                activate_(_np(zc), self.relu)
+            za = torch.addmm(a[k].bias, za, a[k].weight.t(), out=self.za[k][:n])
+            zc = torch.addmm(c[k].bias, zc, c[k].weight.t(), out=self.zc[k][:n])
+        return za, zc
+
+    def _backward(self, x: torch.Tensor, grad_a: torch.Tensor, grad_c: torch.Tensor) -> None:
+        """From the last hidden layer's pre-activation gradients (grad_a, grad_c [n, w]) to every hidden
+        layer's weight and bias gradients, written into ``.grad``."""
+        n, a, c, w1 = x.shape[0], self.actor, self.critic, self.w1
+        z1 = self.z1[:n]
+        for k in range(len(a) - 2, 0, -1):
+            below_a = z1[:, :w1] if k == 1 else self.za[k - 1][:n]  # layer k's input activations
+            below_c = z1[:, w1:] if k == 1 else self.zc[k - 1][:n]
             torch.mm(grad_a.t(), below_a, out=a[k].weight.grad)
             torch.mm(grad_c.t(), below_c, out=c[k].weight.grad)
             grad_ha = torch.mm(grad_a, a[k].weight, out=self.grad_ha[k - 1][:n])
             grad_hc = torch.mm(grad_c, c[k].weight, out=self.grad_hc[k - 1][:n])
-            if k == 1:  # into grad_z1: in place, aliasing would keep LLVM from vectorising the pass
+            # Out of place: in place, possible aliasing would keep LLVM from vectorising the pass.
+            if k == 1:
                 activation_backward(_np(grad_ha), _np(grad_hc), _np(z1), _np(self.grad_z1[:n]),
                                     _np(self.grad_b1_both), self.relu)
-                grad_a, grad_c = None, None
             else:
                 grad_a, grad_c = self.grad_za[k - 1][:n], self.grad_zc[k - 1][:n]
                 for grad_h, below, out, layer in ((grad_ha, below_a, grad_a, a[k - 1]),
                                                   (grad_hc, below_c, grad_c, c[k - 1])):
                     activation_backward(_np(grad_h), self.no_columns[:n], _np(below), _np(out),
                                         _np(layer.bias.grad), self.relu)
-        grad_z1 = z1 if L == 1 else self.grad_z1[:n]
+        grad_z1 = z1 if len(a) == 2 else self.grad_z1[:n]  # one hidden layer: the head pass wrote it
         torch.mm(grad_z1.t(), x, out=self.grad_w1_both)
-        a[0].weight.grad.copy_(self.grad_w1_both[:self.w1])
-        c[0].weight.grad.copy_(self.grad_w1_both[self.w1:])
-        a[0].bias.grad.copy_(self.grad_b1_both[:self.w1])
-        c[0].bias.grad.copy_(self.grad_b1_both[self.w1:])
-        return torch.from_numpy(self.stats.astype(np.float32))
+        a[0].weight.grad.copy_(self.grad_w1_both[:w1])
+        c[0].weight.grad.copy_(self.grad_w1_both[w1:])
+        a[0].bias.grad.copy_(self.grad_b1_both[:w1])
+        c[0].bias.grad.copy_(self.grad_b1_both[w1:])
 
 
 def fused_cpu_groups(policies: nn.ModuleDict, batches: dict, sizes: dict[str, int],
