@@ -10,8 +10,10 @@ median env-steps/s and the ratio gpurl / peer (the median of the per-round ratio
 work on the machine hits neighbouring turns alike). mpe2 runs only up to ``--mpe2-max-envs`` envs.
 
 Training: gpurl PPO vs a JAX IPPO baseline (``gpurl/peers/jax_ippo.py``) on JaxMARL's simple_tag 3v1v2 from
-the same TrainConfig, alternating iteration by iteration; env-steps/s end to end (compile iteration
-excluded) and both return curves over env steps (PNG in ``--out-dir``).
+the same TrainConfig, alternating iteration by iteration (the baseline in its own process), once per
+seed of ``--train-seeds``; env-steps/s end to end (compile iterations excluded) and both return curves
+over env steps, averaged over the seeds and compared against their seed-to-seed scatter (PNG in
+``--out-dir``).
 
 Peers are an optional extra (``pip install -e ".[peers]"``); a peer that does not import is named
 and skipped. The last line is ``RESULT {json}``. Figures from a CPU are CPU figures.
@@ -297,8 +299,8 @@ def run_training(args, device, missing, say):
     out_dir = Path(args.out_dir) if args.out_dir else Path("runs") / f"peers-{time.strftime('%Y%m%d-%H%M%S')}"
     png = plot_curves(result, out_dir / "training_curves.png",
                       f"simple_tag 3v1v2, {cfg.num_envs} envs x T={cfg.rollout_len}, hidden {cfg.hidden}, "
-                      f"{cfg.epochs} epochs x {cfg.minibatches} minibatches, mean of {args.train_seeds} seed(s); gpurl on {device}, "
-                      "JAX IPPO on CPU")
+                      f"{cfg.epochs} epochs x {cfg.minibatches} minibatches, mean of {args.train_seeds} seed(s); "
+                      f"gpurl on {device}, JAX IPPO on CPU")
     result["curve_png"] = str(png) if png else None
     g, j = result["gpurl"]["env_steps_per_s"], result["jax_ippo"]["env_steps_per_s"]
     say(f"training throughput (compile iteration excluded): gpurl {g:,.0f} env-steps/s, JAX IPPO {j:,.0f} "
@@ -308,8 +310,9 @@ def run_training(args, device, missing, say):
     say(f"gpurl phase seconds over the timed iterations: {result['gpurl_phase_seconds']}")
     for group, res in result["curve_comparison"].items():
         say(f"return/{group}, mean over the last third: gpurl {res['gpurl']['last_third_mean']:.2f}, "
-            f"JAX {res['jax_ippo']['last_third_mean']:.2f} (per seed: gpurl {res['gpurl']['last_third_mean_per_seed']}, "
-            f"JAX {res['jax_ippo']['last_third_mean_per_seed']}; over the whole run: gpurl "
+            f"JAX {res['jax_ippo']['last_third_mean']:.2f} (per seed: gpurl "
+            f"{res['gpurl']['last_third_mean_per_seed']}, JAX {res['jax_ippo']['last_third_mean_per_seed']}; "
+            f"over the whole run: gpurl "
             f"{res['gpurl']['mean_over_run']:.2f}, JAX {res['jax_ippo']['mean_over_run']:.2f})"
             + (f"; gpurl no worse (difference >= -2 s.e. over {res['standard_error_over']} = "
                f"{-res['two_standard_errors']:.2f}): {res['gpurl_no_worse']}" if "gpurl_no_worse" in res else ""))

@@ -3,18 +3,16 @@
 Autograd spends most of a small-MLP PPO minibatch outside the GEMMs on the CPU: ~100 small ops per
 group (log-softmax, gathers, clipping, maxima and their backward twins) each read and write whole
 [B, 64] tensors, and the graph bookkeeping costs more than their arithmetic. Here everything between
-the last hidden layer's pre-activations and their gradient is one pass over the rows
-(:func:`head_loss_backward`), and each earlier activation's backward is one pass with its bias
-gradient (:func:`activation_backward`). The formulas are those of :func:`gpurl.train.ppo.group_loss`
-differentiated by hand, including torch's tie rule for the elementwise maxima (a tie sends half the
-gradient each way); tests hold the gradients and statistics to autograd's.
+the last hidden layer's pre-activations and their gradient is one call (:func:`head_loss_backward`),
+and each earlier activation's backward is one pass with its bias gradient (:func:`activation_backward`).
+The formulas are those of :func:`gpurl.train.ppo.group_loss` differentiated by hand, including
+torch's tie rule for the elementwise maxima (a tie sends half the gradient each way); tests hold the
+gradients and statistics to autograd's.
 
 Shapes: ``n`` rows of the minibatch; ``w`` last hidden width; ``A`` = sum of the categorical heads'
 sizes. Accumulations run per chunk of rows in float32 (as a GEMM does), the statistics in float64.
 """
 from __future__ import annotations
-
-import math
 
 import numba
 import numpy as np
@@ -53,7 +51,7 @@ _LN2_HI, _LN2_LO = np.float32(0.693359375), np.float32(-2.12194440e-4)
 def exp32(x):
     """exp of a float32 within 3 ulp (Cephes' expf: 2^k times a degree-7 polynomial on [-ln2/2, ln2/2]),
     written as arithmetic and bit operations so that loops over it vectorise (libm's expf is a call per
-    element, ~10x slower); 0 below -87.3, NaN stays NaN."""
+    element, ~10x slower); below -87.3 the smallest normal float (~1.2e-38); NaN stays NaN."""
     x = min(max(x, np.float32(-87.33654)), np.float32(88.37626))
     k = np.float32(np.floor(x * _LOG2E + np.float32(0.5)))
     r = x - k * _LN2_HI - k * _LN2_LO

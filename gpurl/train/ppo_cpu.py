@@ -10,14 +10,17 @@ path computes the same loss, gradients and statistics with the minimum of passes
   GEMM each, activations in place;
 - :func:`~gpurl.fusion.learner_cpu.head_loss_backward`: last activation, both heads, log-softmax,
   clipped surrogate, clipped value loss, entropy and their gradients back to the last hidden
-  pre-activations, in one pass over the rows;
+  pre-activations, in one call (one pass over each chunk of rows per phase);
 - backward: per layer a weight-gradient GEMM and an input-gradient GEMM, written straight into the
   parameters' ``.grad``, then one pass of :func:`~gpurl.fusion.learner_cpu.activation_backward`.
 
 It covers the policies gpurl's envs train (:class:`~.policy.ActorCritic` MLPs with categorical heads)
-on one CPU rank; :func:`fused_cpu_groups` says which runs qualify, others keep autograd
-(``learner_backend='torch'`` forces it). Gradient clipping and the optimizer step are shared with the
-autograd path. Tests hold gradients and statistics to autograd's.
+on the CPU, on one rank or several (each writes its share of the gradients; the placement sums them as
+it sums autograd's); :func:`fused_cpu_groups` says which runs qualify, others keep autograd
+(``learner_backend='torch'`` forces it). The optimizer step is shared with the autograd path, the
+gradient clipping is the same arithmetic on one flat buffer. Tests hold gradients, statistics and
+whole updates to autograd's. Simple-tag PPO on 2 vCPUs: 0.27 -> 0.20 s per iteration (update 228 ->
+153 ms), most of what is left being the GEMMs (~88 ms).
 """
 from __future__ import annotations
 
