@@ -92,7 +92,9 @@ def log32(x):
 
 @numba.njit(error_model="numpy", inline="always")
 def _max_grads(a, b):
-    """d max(a, b) / d(a, b) as torch assigns it: a tie splits the gradient."""
+    """d max(a, b) / d(a, b) as torch assigns it: a tie splits the gradient. (For the surrogate and
+    the value loss a tie changes nothing unless the advantage is 0: inside the clip range both
+    branches have the same gradient. It is kept so that the formulas read as torch's.)"""
     if a > b:
         return np.float32(1.0), np.float32(0.0)
     if a < b:
