@@ -56,8 +56,7 @@ def autograd_grads(policy, batch, idx, cfg):
 
 
 def fused_grads(policy, batch, idx, cfg, stale_grads: bool = False):
-    columns = torch.stack([batch.log_prob, batch.advantages, batch.returns, batch.values], 1)
-    update = FusedGroupUpdate(policy, batch.inputs, columns, batch.actions, max_rows=len(idx) + 7)
+    update = FusedGroupUpdate(policy, batch.inputs, batch.columns(), batch.actions, max_rows=len(idx) + 7)
     if stale_grads:
         update.flat_grad.fill_(1e3)
     stats = update.loss_and_grads(idx, len(idx), cfg, LocalComm())

@@ -21,6 +21,7 @@ import numba
 import numpy as np
 import torch
 
+from ..kernels.interop import kernel_view
 from .actor import actor_logits_value_ref, global_agent_ids
 from .counter_rng import split_seed, uniform
 
@@ -66,7 +67,7 @@ def _sample_kernel(logits, nvec, ids, value_rows, action, log_prob, value, n, st
 
 
 def _host(*tensors: torch.Tensor) -> list:
-    return [t.numpy() for t in tensors]  # host-ok: CPU tensors only, zero-copy views
+    return [kernel_view(t, "cpu") for t in tensors]  # CPU tensors only: zero-copy views
 
 
 @torch.no_grad()

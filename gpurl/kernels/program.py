@@ -179,21 +179,21 @@ class EnvKernel:
             launcher = compiled[num_envs, threads] if stream is None else compiled[num_envs, threads, stream]
             launcher(num_envs, num_agents, *args)
         except Exception as err:
-            found = self._diagnose(err, target, num_envs, num_agents, args, constants)
-            if found is None:
-                raise
-            raise found from err
+            self._raise_diagnosed(err, target, num_envs, num_agents, args, constants)
 
-    def _diagnose(self, err: Exception, target: str, num_envs: int, num_agents: int, args: tuple,
-                  constants: tuple) -> Exception | None:
-        """The author-facing error for a failed launch (typing error, out-of-bounds index), or None."""
+    def _raise_diagnosed(self, err: Exception, target: str, num_envs: int, num_agents: int, args: tuple,
+                         constants: tuple):
+        """Raise the author-facing error for a failed launch (typing error, out-of-bounds index) from
+        ``err``, or ``err`` itself when there is none."""
         try:
             found = typing_error(self, target, args, err, constants)
             if found is None and target == "cpu" and is_index_error(err):
                 found = index_error(self, num_envs, num_agents, args, constants)
         except Exception:  # noqa: BLE001 - a failed diagnosis must not hide the error itself
             found = None
-        return found
+        if found is None:
+            raise err
+        raise found from err
 
     def direct_launch(self, constants: tuple = ()) -> "DirectLaunch":
         """CPU launches of the build with ``constants`` that skip Numba's per-call type dispatch (see
@@ -286,10 +286,7 @@ class DirectLaunch:
                 try:
                     entry(num_envs, num_agents, *args)
                 except Exception as err:  # e.g. an index out of bounds under NUMBA_BOUNDSCHECK=1
-                    found = self.kernel._diagnose(err, "cpu", num_envs, num_agents, args, self.constants)
-                    if found is None:
-                        raise
-                    raise found from err
+                    self.kernel._raise_diagnosed(err, "cpu", num_envs, num_agents, args, self.constants)
             return
         self.kernel.launch("cpu", num_envs, num_agents, *args, constants=self.constants)
         dispatcher = self.kernel.build("cpu", self.constants)

@@ -29,13 +29,14 @@ import torch
 from torch import nn
 
 from ..fusion.fast_tanh import Tanh
+from ..kernels.interop import kernel_view
 from ..fusion.learner_cpu import NUM_STATS, activate_, activation_backward, advantage_sums, head_loss_backward
 from .distributions import Categoricals
 from .policy import ActorCritic
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().numpy()  # host-ok: CPU tensors only (fused_cpu_groups checks), zero-copy views
+    return kernel_view(t, "cpu")  # CPU tensors only (fused_cpu_groups checks): zero-copy views
 
 
 def _linears(net: nn.Sequential) -> list[nn.Linear] | None:
@@ -125,9 +126,10 @@ class FusedGroupUpdate:
         ranks, the unbiased std; (0, 1) when not normalising."""
         if not normalise or size <= 1:
             return np.float32(0.0), np.float32(1.0)
-        moments = torch.tensor(advantage_sums(adv), dtype=torch.float64)
-        comm.all_reduce_(moments)
-        total, squares = moments.tolist()  # host-ok: a CPU tensor
+        total, squares = advantage_sums(adv)
+        if comm.world_size > 1:
+            moments = comm.all_reduce_(torch.tensor([total, squares], dtype=torch.float64))
+            total, squares = moments.tolist()  # host-ok: a CPU tensor
         mean = total / size
         std = np.float32(np.sqrt(max(squares - size * mean * mean, 0.0) / (size - 1)))
         return np.float32(mean), np.float32(1.0) / (std + np.float32(1e-8))
@@ -219,8 +221,7 @@ def fused_cpu_groups(policies: nn.ModuleDict, batches: dict, sizes: dict[str, in
             return None
     out = {}
     for name, b in batches.items():
-        columns = torch.stack([b.log_prob, b.advantages, b.returns, b.values], 1)
-        out[name] = FusedGroupUpdate(policies[name], b.inputs, columns, b.actions,
+        out[name] = FusedGroupUpdate(policies[name], b.inputs, b.columns(), b.actions,
                                      max_rows=min(len(b), -(-sizes[name] // cfg.minibatches)))
     return out
 
