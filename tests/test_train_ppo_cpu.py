@@ -11,6 +11,7 @@ from gpurl.train import build_config
 from gpurl.train.placement import LocalComm
 from gpurl.train.policy import ActorCritic
 from gpurl.train.ppo import GroupBatch, group_loss, ppo_update
+from gpurl.train import ppo_cpu
 from gpurl.train.ppo_cpu import FusedGroupUpdate, fused_cpu_groups, unsupported_reason
 
 pytestmark = pytest.mark.cpu
@@ -103,6 +104,21 @@ def test_every_gradient_element_is_rewritten():
     want, _ = autograd_grads(policy, batch, idx, cfg)
     got, _ = fused_grads(policy, batch, idx, cfg, stale_grads=True)
     assert_same_grads(got, want)
+
+
+@pytest.mark.parametrize("activation,widths", [("tanh", (64, 64)), ("relu", (32,)), ("tanh", (16, 24, 8))])
+def test_a_minibatch_in_blocks_matches_autograd(monkeypatch, activation, widths):
+    """A minibatch larger than BLOCK_ROWS runs in equal blocks whose gradients and statistics are summed
+    (here 300 rows in blocks of 75; stale .grad values must not leak into the sum either)."""
+    monkeypatch.setattr(ppo_cpu, "BLOCK_ROWS", 80)
+    cfg = build_config(env="simple_tag", iters=1, ent_coef=0.05, vf_coef=0.7)
+    policy = random_policy(SPACES["multidiscrete"], widths, activation, seed=8)
+    batch = random_batch(policy, SPACES["multidiscrete"], rows=500, seed=9)
+    idx = torch.cat([torch.arange(40), torch.randperm(460, generator=torch.Generator().manual_seed(3))[:260] + 40])
+    want, want_stats = autograd_grads(policy, batch, idx, cfg)
+    got, got_stats = fused_grads(policy, batch, idx, cfg, stale_grads=True)
+    assert_same_grads(got, want)
+    torch.testing.assert_close(got_stats, want_stats, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("max_grad_norm", [0.0, 0.05])  # 0.05: clipping binds on every step here
