@@ -7,11 +7,10 @@ import gymnasium
 import pytest
 import torch
 
-from gpurl.train import build_config
+from gpurl.train import build_config, ppo_cpu
 from gpurl.train.placement import LocalComm
 from gpurl.train.policy import ActorCritic
 from gpurl.train.ppo import GroupBatch, group_loss, ppo_update
-from gpurl.train import ppo_cpu
 from gpurl.train.ppo_cpu import FusedGroupUpdate, fused_cpu_groups, unsupported_reason
 
 pytestmark = pytest.mark.cpu

@@ -120,7 +120,8 @@ class FusedGroupUpdate:
         # on several ranks (where the all-reduce needs every gradient).
         params = list(policy.parameters())
         self.flat_grad = torch.zeros(sum(p.numel() for p in params))
-        self.block_grad_sum = torch.zeros_like(self.flat_grad)  # a minibatch of several blocks
+        # The sum over blocks, when a minibatch has more than one.
+        self.block_grad_sum = torch.zeros_like(self.flat_grad) if self.rows.shape[0] > BLOCK_ROWS else None
         for p, g in zip(params, self.flat_grad.split([p.numel() for p in params])):
             p.grad = g.view_as(p)
 
