@@ -1,16 +1,16 @@
 #!/usr/bin/env python
-"""Fused Triton kernels vs eager torch: actor inference (MLP + heads + sampling + log-prob + value) and
-GAE, at batch sizes from 1e3 to 1e6 agents.
+"""Acting backends side by side (eager torch, torch.compile, the fused Triton kernel: MLP + heads +
+sampling + log-prob + value) and GAE (torch loop vs fused scan), at batch sizes from 1e3 to 1e6 agents.
 
     python bench/kernels.py                      # on a GPU: timings; without one: interpreter check
     python bench/kernels.py --sizes 1000,100000 --obs-dim 142 --hidden 64,64 --heads 21,21
 
 On a GPU each op is timed with triton.testing.do_bench (CUDA events, median) side by side in one run:
-``eager`` is ActorCritic.act (the torch modules and torch.Generator sampling a plain PyTorch trainer
-runs), ``reference`` the fused op's torch twin, ``fused`` the Triton kernel; GAE compares the torch
-reference's loop over T with the fused reverse scan. Without a GPU it says so and runs the Triton
-interpreter on small shapes instead, checking the kernels against their references (a correctness
-check, not a timing). Ends with ``RESULT {json}``.
+``eager`` is ``ActorCritic.act`` as written (the one definition), ``compiled`` the same through
+torch.compile, ``fused`` the Triton kernel; GAE compares the torch reference's loop over T with the fused
+reverse scan. Without a GPU it says so and runs the Triton interpreter on small shapes instead,
+checking the kernels against their definitions (a correctness check, not a timing). Ends with
+``RESULT {json}``.
 """
 from __future__ import annotations
 
@@ -30,13 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gymnasium  # noqa: E402
 from _common import describe_machine, print_result  # noqa: E402
 
-from gpurl.fusion import FusedActor, gae_ref, gae_triton  # noqa: E402
-from gpurl.train.policy import ActorCritic  # noqa: E402
+from gpurl.algos.acting import GroupActor  # noqa: E402
+from gpurl.algos.nets import ActorCritic  # noqa: E402
+from gpurl.fusion import gae_ref, gae_triton  # noqa: E402
+from gpurl.fusion.counter_rng import seed_tensor  # noqa: E402
 
 
 def make_inputs(rows: int, obs_dim: int, hidden, heads, device):
-    torch.manual_seed(0)
-    policy = ActorCritic(obs_dim, gymnasium.spaces.MultiDiscrete(list(heads)), hidden, "tanh").to(device)
+    policy = ActorCritic(obs_dim, gymnasium.spaces.MultiDiscrete(list(heads)), hidden, "tanh",
+                         generator=torch.Generator().manual_seed(0)).to(device)
     policy.obs_norm.update(torch.randn(4096, obs_dim, device=device) * 2 + 0.5)
     x = torch.randn(rows, 1, obs_dim, device=device)
     outs = (torch.zeros(rows, 1, len(heads), dtype=torch.int64, device=device),
@@ -63,17 +65,15 @@ def time_gpu(args) -> dict:
     for rows in args.sizes:
         policy, x, (a, lp, v) = make_inputs(rows, args.obs_dim, args.hidden, args.heads, device)
         step = torch.zeros(1, dtype=torch.int64, device=device)
-        fused = FusedActor(policy, "tanh", "fused", 0, 0, 1, 0)
-        ref = FusedActor(policy, "tanh", "torch", 0, 0, 1, 0)
-        gen = torch.Generator(device=device).manual_seed(0)
-        flat = x.view(rows, -1)
-        t_eager = do_bench(lambda: policy.act(flat, gen))
-        t_ref = do_bench(lambda: ref(x, step, a, lp, v))
-        t_fused = do_bench(lambda: fused(x, step, a, lp, v))
+        seed = seed_tensor(0, device)
+        actors = {b: GroupActor(policy, b, seed, 0, 1, 0) for b in ("eager", "compiled", "triton")}
+        t_eager = do_bench(lambda: actors["eager"](x, step, a, lp, v))
+        t_ref = do_bench(lambda: actors["compiled"](x, step, a, lp, v))
+        t_fused = do_bench(lambda: actors["triton"](x, step, a, lp, v))
         gae_args = gae_inputs(args.rollout_len, rows, device)
         t_gae_ref = do_bench(lambda: gae_ref(*gae_args, 0.99, 0.95))
         t_gae = do_bench(lambda: gae_triton(*gae_args, 0.99, 0.95))
-        row = dict(agents=rows, actor_eager_ms=t_eager, actor_reference_ms=t_ref, actor_fused_ms=t_fused,
+        row = dict(agents=rows, actor_eager_ms=t_eager, actor_compiled_ms=t_ref, actor_fused_ms=t_fused,
                    actor_speedup_vs_eager=t_eager / t_fused, gae_reference_ms=t_gae_ref, gae_fused_ms=t_gae,
                    gae_speedup=t_gae_ref / t_gae)
         print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
@@ -88,8 +88,9 @@ def interpreter_check(args) -> dict:
     policy, x, (a, lp, v) = make_inputs(rows, args.obs_dim, args.hidden, args.heads, device)
     a2, lp2, v2 = a.clone(), lp.clone(), v.clone()
     step = torch.tensor([123], dtype=torch.int64)
-    FusedActor(policy, "tanh", "fused", 7, 0, 1, 0)(x, step, a, lp, v)
-    FusedActor(policy, "tanh", "torch", 7, 0, 1, 0)(x, step, a2, lp2, v2)
+    seed = seed_tensor(7, device)
+    GroupActor(policy, "triton", seed, 0, 1, 0)(x, step, a, lp, v)
+    GroupActor(policy, "eager", seed, 0, 1, 0)(x, step, a2, lp2, v2)
     gae_args = gae_inputs(17, 700, device)
     adv, ret = gae_triton(*gae_args, 0.99, 0.95)
     adv_ref, ret_ref = gae_ref(*gae_args, 0.99, 0.95)

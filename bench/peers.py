@@ -9,7 +9,7 @@ mpe2, gpurl, ...) for ``--rounds`` rounds of about ``--chunk-seconds`` each; the
 median env-steps/s and the ratio gpurl / peer (the median of the per-round ratios: load from other
 work on the machine hits neighbouring turns alike). mpe2 runs only up to ``--mpe2-max-envs`` envs.
 
-Training: gpurl PPO vs a JAX IPPO baseline (``gpurl/peers/jax_ippo.py``) on JaxMARL's simple_tag 3v1v2 from
+Training: gpurl PPO vs a JAX IPPO baseline (``bench/peers_lib/jax_ippo.py``) on JaxMARL's simple_tag 3v1v2 from
 the same TrainConfig, alternating iteration by iteration (the baseline in its own process), once per
 seed of ``--train-seeds``; env-steps/s end to end (compile iterations excluded) and both return curves
 over env steps, averaged over the seeds and compared against their seed-to-seed scatter (PNG in
@@ -37,10 +37,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from _common import describe_machine, print_result  # noqa: E402
-from gpurl.peers.envs import CONFIGS, RUNNERS, peer_versions  # noqa: E402
+from peers_lib.envs import CONFIGS, RUNNERS, peer_versions  # noqa: E402
 
 NOTES = [
-    "gpurl simple_tag = mpe2 1.1.1's simple_tag in float32 (shared/specs/simple_tag.md); mpe2 computes in float64.",
+    "gpurl simple_tag = mpe2 1.1.1's simple_tag in float32 (docs/specs/simple_tag.md); mpe2 computes in float64.",
     "JaxMARL MPE_simple_tag_v3: same step dynamics; built with max_steps=24 so its episodes last 25 steps "
     "like gpurl's and mpe2's (its default 25 gives 26); obstacles reset in U(-1,1)^2 (gpurl/mpe2: U(-0.9,0.9)^2); "
     "for G = 1 (3v1v2) the same observations and rewards. For G > 1 (10v30v5) JaxMARL's adversary "
@@ -273,7 +273,7 @@ def main(argv=None) -> dict:
 
 
 def run_training(args, device, missing, say):
-    from gpurl.peers.train import compare_training, plot_curves, train_config
+    from peers_lib.train import compare_training, plot_curves, train_config
 
     say("")
     if "jaxmarl" in missing:
@@ -288,7 +288,7 @@ def run_training(args, device, missing, say):
     cfg_dict = {k: getattr(cfg, k) for k in fields}
     say("  config (both): " + " ".join(f"{k}={v}" for k, v in cfg_dict.items()))
     say("  gpurl: one ActorCritic per group (adversary, good), separate actor/critic MLPs; policy_backend="
-        f"{cfg.policy_backend}; the baseline: the same per group, written in JAX (gpurl/peers/jax_ippo.py)")
+        f"{cfg.policy_backend}; the baseline: the same per group, written in JAX (bench/peers_lib/jax_ippo.py)")
     t0 = time.perf_counter()
     say(f"  seeds {cfg.seed}..{cfg.seed + args.train_seeds - 1}: one alternating comparison each; the JAX baseline "
         + ("in its own process" if args.train_own_process else "in this process"))

@@ -303,19 +303,13 @@ class Foraging(KernelEnv):
 gpurl.register("foraging", Foraging)
 
 
-def main(argv: list[str] | None = None) -> dict | None:
-    """Train the foragers with gpurl's PPO; prints the return of random and trained policies."""
-    from gpurl.multigpu.launch import main_from_config
-    from gpurl.train.cli import config_from_args
+def main(argv: list[str] | None = None) -> dict:
+    """Train the foragers with gpurl's PPO (``gpurl train`` with this env's defaults); it prints the
+    returns of random and trained policies and ends with the RESULT line."""
+    from gpurl.train.cli import main as train
 
     defaults = ["--env", "foraging", "--num-envs", "64", "--rollout-len", "64", "--iters", "30", "--lr", "1e-3"]
-    cfg = config_from_args(defaults + list(sys.argv[1:] if argv is None else argv),
-                           description="Train cooperative foraging with gpurl's PPO.")
-    result = main_from_config(cfg)
-    for key in ("return_forager", "food_per_episode", "episode_length"):
-        if result is not None and result.get(key + "_final") is not None:  # main rank, evaluated
-            print(f"{key}: random {result[key + '_random']:.2f}, trained {result[key + '_final']:.2f}")
-    return result
+    return train(defaults + list(sys.argv[1:] if argv is None else argv), prog="examples/custom_env.py")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 (``Trainer.record_episode`` plays it, :func:`save_animation` draws it). Rendering reads env 0's state
 back to the host after every step: it is a viewer, not part of any training loop.
 
-A custom env draws itself by :func:`register_drawer` (``draw(ax, env, frames, t)``, matplotlib).
+An env draws itself: its class's ``draw_frame(ax, env, frames, t)`` (matplotlib; each built-in env's
+lives in its own folder, ``draw.py``), or one given by :func:`register_drawer` for a class you do not own.
 matplotlib (the ``train`` extra) and Pillow write GIFs; MP4 needs ffmpeg on the PATH.
 """
 from __future__ import annotations
@@ -20,6 +21,9 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .envs import make
+from .envs.random_actions import RandomActions, action_columns
+
 #: A frame: env 0's state fields (host copies) after a step, plus ``reward`` [N] of that step.
 Frame = dict[str, np.ndarray]
 Drawer = Callable[["object", "object", list[Frame], int], None]
@@ -28,7 +32,8 @@ _DRAWERS: dict[type, Drawer] = {}
 
 
 def register_drawer(env_class: type, draw: Drawer) -> None:
-    """Teach :func:`save_animation` to draw ``env_class``: ``draw(ax, env, frames, t)`` draws frame t."""
+    """Teach :func:`save_animation` to draw ``env_class`` (over its own ``draw_frame``, if any):
+    ``draw(ax, env, frames, t)`` draws frame t."""
     _DRAWERS[env_class] = draw
 
 
@@ -58,17 +63,14 @@ def record_episode(env, step: Callable[[], tuple[torch.Tensor, ...]], max_steps:
 
 def render_random_episode(name: str, path: str | Path, seed: int = 0, fps: int = 10, **env_params) -> Path:
     """One episode of env ``name`` with uniformly random actions, saved to ``path`` (.gif or .mp4)."""
-    from .envs import make
-    from .train.random_policy import RandomPolicy
-
     env = make(name, num_envs=1, device="cpu", seed=seed, autoreset=False, **env_params)
     generator = torch.Generator().manual_seed(seed)
     env.reset()
-    policies = {name: RandomPolicy(g.action_space, env.device) for name, g in env.groups.items()}
+    draws = {name: RandomActions(g.action_space, env.device) for name, g in env.groups.items()}
 
     def step():
-        actions = torch.cat([policies[name]((1, len(range(env.num_agents)[g.agents]), _action_dims(g.action_space)),
-                                            generator) for name, g in env.groups.items()], dim=1)
+        actions = torch.cat([draws[name]((1, len(range(env.num_agents)[g.agents]), action_columns(g.action_space)),
+                                         generator) for name, g in env.groups.items()], dim=1)
         return env.step(actions)
 
     return save_animation(env, record_episode(env, step), path, fps=fps, title=f"{name}, random policy")
@@ -81,9 +83,10 @@ def save_animation(env, frames: list[Frame], path: str | Path, fps: int = 10, ti
     Written to a temporary name and renamed, so ``path`` is never a half-written file.
     """
     path = Path(path)
-    draw = next((d for cls, d in _DRAWERS.items() if isinstance(env, cls)), None)
+    draw = next((d for cls, d in _DRAWERS.items() if isinstance(env, cls)), getattr(type(env), "draw_frame", None))
     if draw is None:
-        raise TypeError(f"no drawer for {type(env).__name__}; gpurl.render.register_drawer(env_class, draw) adds one")
+        raise TypeError(f"no drawer for {type(env).__name__}: give the class a draw_frame(ax, env, frames, t) "
+                        f"static method, or call gpurl.render.register_drawer(env_class, draw)")
     if path.suffix not in (".gif", ".mp4"):
         raise ValueError(f"animation path must end in .gif or .mp4, got {path}")
     if path.suffix == ".mp4" and shutil.which("ffmpeg") is None:
@@ -114,80 +117,3 @@ def save_animation(env, frames: list[Frame], path: str | Path, fps: int = 10, ti
         plt.close(fig)
         tmp.unlink(missing_ok=True)
     return path
-
-
-# ---- built-in drawers ------------------------------------------------------------------------------
-
-def _tag_continuous(ax, env, frames, t):
-    """Taggers red, runners blue; a runner tagged in this step or the last few is a black cross."""
-    p, f = env.params, frames[t]
-    T = p.num_taggers
-    alive = f["alive"].astype(bool)
-    ax.set_xlim(0, p.grid_length)
-    ax.set_ylim(0, p.grid_length)
-    ax.set_aspect("equal")
-    runners = np.arange(T, p.num_agents)
-    live = runners[alive[T:]]
-    trail = frames[max(0, t - 8):t + 1]  # the last few positions show who chases whom
-    for i in [*range(T), *live]:
-        ax.plot([fr["x"][i] for fr in trail], [fr["y"][i] for fr in trail], lw=0.8, alpha=0.4,
-                c="tab:red" if i < T else "tab:blue")
-    ax.scatter(f["x"][live], f["y"][live], s=18, c="tab:blue", label="runner")
-    ax.scatter(f["x"][:T], f["y"][:T], s=30, c="tab:red", marker="^", label="tagger")
-    recent = [i for i in runners[~alive[T:]] if any(frames[u]["alive"][i] for u in range(max(0, t - 5), t))]
-    if recent:
-        ax.scatter(f["x"][recent], f["y"][recent], s=90, c="black", marker="x", label="tagged")
-    ax.legend(loc="upper right", fontsize=6, markerscale=0.6)
-
-
-def _simple_tag(ax, env, frames, t):
-    """MPE colours: adversaries red, good agents green, obstacles grey; a caught good agent is ringed."""
-    from matplotlib.patches import Circle
-
-    from .envs.simple_tag.params import ADVERSARY_SIZE, GOOD_SIZE, OBSTACLE_SIZE
-
-    p, f = env.params, frames[t]
-    A = p.num_adversaries
-    extent = max(1.2, max(np.abs(fr["pos"]).max() for fr in frames) + 0.1)
-    ax.set_xlim(-extent, extent)
-    ax.set_ylim(-extent, extent)
-    ax.set_aspect("equal")
-    for q in f["landmark_pos"]:
-        ax.add_patch(Circle(q, OBSTACLE_SIZE, color="0.6"))
-    for i, q in enumerate(f["pos"]):
-        ax.add_patch(Circle(q, ADVERSARY_SIZE if i < A else GOOD_SIZE, color="tab:red" if i < A else "tab:green"))
-    for g in range(A, len(f["pos"])):
-        if (np.linalg.norm(f["pos"][:A] - f["pos"][g], axis=1) < ADVERSARY_SIZE + GOOD_SIZE).any():
-            ax.add_patch(Circle(f["pos"][g], 2.5 * GOOD_SIZE, fill=False, color="black", lw=1.5))
-
-
-def _tag_gridworld(ax, env, frames, t):
-    """Taggers red squares, the runner a blue dot; a tag (a tagger on the runner's cell) is a black cross."""
-    p, f = env.params, frames[t]
-    T, L = p.num_taggers, p.grid_length
-    ax.set_xlim(-0.5, L + 0.5)
-    ax.set_ylim(-0.5, L + 0.5)
-    ax.set_aspect("equal")
-    ax.scatter(f["x"][:T], f["y"][:T], s=24, c="tab:red", marker="s", label="tagger")
-    ax.scatter(f["x"][T], f["y"][T], s=24, c="tab:blue", label="runner")
-    if ((f["x"][:T] == f["x"][T]) & (f["y"][:T] == f["y"][T])).any():
-        ax.scatter([f["x"][T]], [f["y"][T]], s=120, c="black", marker="x", label="tagged")
-    ax.legend(loc="upper right", fontsize=6, markerscale=0.6)
-
-
-def _action_dims(space) -> int:
-    """Columns of one agent's action: 1 for Discrete, one per head or Box dimension otherwise."""
-    return int(np.prod(space.shape)) if space.shape else 1
-
-
-def _register_builtins() -> None:
-    from .envs.simple_tag import SimpleTag
-    from .envs.tag_continuous import TagContinuous
-    from .envs.tag_gridworld import TagGridworld
-
-    register_drawer(TagContinuous, _tag_continuous)
-    register_drawer(SimpleTag, _simple_tag)
-    register_drawer(TagGridworld, _tag_gridworld)
-
-
-_register_builtins()

@@ -18,6 +18,9 @@ TINY_ARGS = [
     "--env-param", "tagging_distance=0.05", "--env-param", "runner_exits_game_after_tagged=False",
     "--num-envs", "4", "--rollout-len", "8", "--epochs", "2", "--minibatches", "2", "--frame-stack", "2",
     "--eval-episodes", "0", "--seed", "5", "--device", "cpu", "--torch-threads", "1", "--no-progress",
+    # Eager acting and learning: quick to start in every process; the compiled paths are held to
+    # them in tests/test_acting.py and tests/test_ppo_loss.py.
+    "--policy-backend", "eager", "--learner-backend", "eager",
 ]
 
 

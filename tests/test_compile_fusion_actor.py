@@ -3,8 +3,7 @@
 The constexprs come from a ``PackedPolicy`` of an ``ActorCritic`` built as the trainer builds it
 (input = obs_dim * frame_stack, widths (64, 64), tanh, normalisation on) and the launch's own choices
 (``block_rows``, 4 warps), so the PTX is the one the GPU runs for each preset. Every int
-argument is typed i32 (seeds below 2**31; Triton would make a larger one i64, which the kernel
-truncates to u32 either way).
+argument is typed i32; the step and the seed halves are read from int64 device tensors.
 
 Registers and spills are re-read with the toolkit's ``ptxas -v`` on the PTX (arch from the PTX:
 Triton emits ``sm_90a``) and printed (``pytest -s`` / ``-rA`` shows them). The kernel spills at the
@@ -29,7 +28,7 @@ triton = pytest.importorskip("triton")
 
 from gpurl.fusion.actor import actor_fused_kernel, block_rows  # noqa: E402
 from gpurl.fusion.packing import PackedPolicy  # noqa: E402
-from gpurl.train.policy import ActorCritic  # noqa: E402
+from gpurl.algos.nets import ActorCritic  # noqa: E402
 
 NUM_WARPS = 4
 H100_SHARED_PER_BLOCK = 227 * 1024   # opt-in maximum of dynamic shared memory per block on sm_90
@@ -38,7 +37,7 @@ ACTOR_SIGNATURE = {
     "x_ptr": "*fp32", "sx_e": "i32", "sx_i": "i32", "D": "i32", "E": "i32", "n": "i32",
     **{name: "*fp32" for name in ("mean_ptr", "rstd_ptr", "a_w0", "a_wh", "a_b", "a_wo", "a_bo",
                                   "c_w0", "c_wh", "c_b", "c_wo", "c_bo")},
-    "nvec_ptr": "*i32", "step_ptr": "*i64", "seed_lo": "i32", "seed_hi": "i32", "env_offset": "i32",
+    "nvec_ptr": "*i32", "step_ptr": "*i64", "seed_ptr": "*i64", "env_offset": "i32",
     "num_agents": "i32", "group_start": "i32",
     "act_ptr": "*i64", "sa_e": "i32", "sa_i": "i32", "lp_ptr": "*fp32", "sl_e": "i32", "sl_i": "i32",
     "v_ptr": "*fp32", "sv_e": "i32", "sv_i": "i32",

@@ -1,4 +1,4 @@
-"""The public env API (shared/specs/API.md) on the CPU backend, with tag_continuous as the env."""
+"""The public env API (docs/specs/API.md) on the CPU backend, with tag_continuous as the env."""
 import dataclasses
 from collections.abc import Mapping
 

@@ -1,6 +1,7 @@
 """``env_modules`` (TrainConfig; CLI ``--env-module``): the modules that register custom envs are imported
-by ``TrainConfig.validated()`` (a fresh run, a resumed one, every torchrun rank), given as a .py path or a
-module name; and ``gpurl.register`` tolerates the same definition registered again (a re-import)."""
+by the entry points, never by validation: ``TrainConfig.import_env_modules()``, which ``train()`` (a fresh
+run, a resumed one, every torchrun rank) and the CLI call; given as a .py path or a module name; and
+``gpurl.register`` tolerates the same definition registered again (a re-import)."""
 from __future__ import annotations
 
 import sys
@@ -46,14 +47,21 @@ def isolated(monkeypatch):
     sys.modules.update(earlier)
 
 
+def test_validation_imports_nothing(isolated):
+    c = build_config(env="foraging", env_modules=(EXAMPLE,), iters=1)
+    assert c.env_modules == (EXAMPLE,) and "foraging" not in gpurl.registered()
+    assert not [n for n in sys.modules if n.startswith("_gpurl_env_module_")]
+
+
 def test_a_py_path_is_imported_once_and_its_env_made(isolated):
     assert "foraging" not in gpurl.registered()
     c = build_config(env="foraging", env_modules=(EXAMPLE,), iters=1)
-    assert c.env_modules == (EXAMPLE,) and "foraging" in gpurl.registered()
+    c.import_env_modules()
+    assert "foraging" in gpurl.registered()
     env = gpurl.make("foraging", num_envs=2, device="cpu", seed=0, num_agents=3)
     assert env.num_agents == 3 and type(env).__module__.startswith("_gpurl_env_module_custom_env_")
     module = sys.modules[type(env).__module__]
-    c.validated()  # validated again (train, Trainer): the module is not executed again
+    c.import_env_modules()  # imported again (train, each rank): the module is not executed again
     assert import_env_module(str(REPO / EXAMPLE)) is module  # same file, same module
     assert gpurl.make("foraging", num_envs=1, device="cpu").__class__ is type(env)
 
@@ -62,7 +70,7 @@ def test_a_module_name_is_imported_from_the_working_directory(isolated, tmp_path
     (tmp_path / "tiny_env_mod.py").write_text(TINY_ENV)
     monkeypatch.chdir(tmp_path)  # not on sys.path: bench/tag_ppo.py's sys.path starts at bench/
     assert str(tmp_path) not in sys.path
-    build_config(env="tiny_tag", env_modules=("tiny_env_mod",), iters=1)
+    build_config(env="tiny_tag", env_modules=("tiny_env_mod",), iters=1).import_env_modules()
     env = gpurl.make("tiny_tag", num_envs=2, device="cpu")
     assert env.num_agents == 3
 
@@ -77,12 +85,13 @@ def test_the_cli_flag_is_repeatable_and_comma_separated(isolated):
 def test_config_round_trips_and_resume_re_imports(isolated):
     c = build_config(env="foraging", env_modules=(EXAMPLE,), iters=1)
     assert TrainConfig.from_dict(c.to_dict()) == c
-    del registry._FACTORIES["foraging"]  # a fresh process resuming the checkpoint: nothing registered yet
-    for name in [n for n in sys.modules if n.startswith("_gpurl_env_module_")]:
-        del sys.modules[name]
+    # A fresh process resuming the checkpoint: nothing registered yet.
     resumed = resume_config({"config": c.to_dict()}, {"iters": 2})
-    assert resumed.env_modules == (EXAMPLE,) and resumed.iters == 2 and "foraging" in gpurl.registered()
+    assert resumed.env_modules == (EXAMPLE,) and resumed.iters == 2 and "foraging" not in gpurl.registered()
+    resumed.import_env_modules()  # what train() does first
+    assert "foraging" in gpurl.registered()
     moved = resume_config({"config": c.to_dict()}, {"env_modules": ["examples.custom_env"]})  # file moved
+    moved.import_env_modules()
     assert moved.env_modules == ("examples.custom_env",) and "examples.custom_env" in sys.modules
 
 
@@ -95,7 +104,7 @@ def test_a_bad_module_is_a_clear_error_naming_it(isolated, tmp_path, monkeypatch
     (tmp_path / "broken_env_mod.py").write_text("import not_a_real_dependency_xyz\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ValueError, match="env_modules") as err:
-        build_config(env_modules=(spec,), iters=1)
+        build_config(env_modules=(spec,), iters=1).import_env_modules()
     assert all(w in str(err.value) for w in words), str(err.value)
 
 

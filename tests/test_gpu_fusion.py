@@ -1,14 +1,17 @@
-"""GPU tier (skips without CUDA): the fused actor and GAE on a device against their torch references,
-a graph-captured rollout against an eager one, and a PPO iteration end to end on the device."""
+"""GPU tier (skips without CUDA): the fused actor and GAE on a device against their torch definitions,
+the compiled acting and learning on CUDA, a graph-captured rollout against an eager one, and a PPO
+iteration end to end on the device."""
 from __future__ import annotations
 
 import gymnasium
 import pytest
 import torch
 
-from gpurl.fusion import FusedActor, gae_ref, gae_triton
+from gpurl.algos.acting import GroupActor
+from gpurl.algos.nets import ActorCritic
+from gpurl.fusion import gae_ref, gae_triton
+from gpurl.fusion.counter_rng import seed_tensor
 from gpurl.train import Trainer, build_config
-from gpurl.train.policy import ActorCritic
 
 pytestmark = pytest.mark.gpu
 
@@ -16,16 +19,17 @@ TINY = dict(num_taggers=2, num_runners=6, grid_length=5.0, episode_length=20, us
             num_other_agents_observed=3, tagging_distance=0.05)
 
 
-def test_fused_actor_matches_reference_on_device(requires_cuda):
+@pytest.mark.parametrize("backend", ["triton", "compiled"])
+def test_acting_backends_match_the_definition_on_device(requires_cuda, backend):
     device = requires_cuda
-    torch.manual_seed(0)
-    policy = ActorCritic(142, gymnasium.spaces.MultiDiscrete([21, 21]), (64, 64), "tanh").to(device)
+    policy = ActorCritic(142, gymnasium.spaces.MultiDiscrete([21, 21]), (64, 64), "tanh",
+                         generator=torch.Generator().manual_seed(0)).to(device)
     policy.obs_norm.update(torch.randn(999, 142, device=device) * 3 + 1)
     x = torch.randn(1000, 110, 142, device=device)
     step = torch.tensor([77], device=device)
     outs = []
-    for backend in ("fused", "torch"):
-        actor = FusedActor(policy, "tanh", backend, seed=5, env_offset=0, num_agents=110, group_start=0)
+    for name in (backend, "eager"):
+        actor = GroupActor(policy, name, seed_tensor(5, device), env_offset=0, num_agents=110, group_start=0)
         a = torch.zeros(1000, 110, 2, dtype=torch.int64, device=device)
         lp, v = torch.zeros(1000, 110, device=device), torch.zeros(1000, 110, device=device)
         actor(x, step, a, lp, v)
@@ -53,9 +57,9 @@ def test_fused_gae_matches_reference_on_device(requires_cuda):
     torch.testing.assert_close(ret, ret_ref, atol=1e-4, rtol=1e-4)
 
 
-def _trainer(device, graph: bool) -> Trainer:
+def _trainer(device, graph: bool, learner: str = "auto") -> Trainer:
     cfg = build_config(env="tag_continuous", env_params=TINY, num_envs=64, rollout_len=16, iters=4, frame_stack=2,
-                       seed=3, device=str(device), cuda_graph=graph, eval_episodes=0)
+                       seed=3, device=str(device), cuda_graph=graph, eval_episodes=0, learner_backend=learner)
     return Trainer(cfg)
 
 
@@ -73,8 +77,10 @@ def test_graph_captured_rollout_gives_the_eager_trajectories(requires_cuda):
     assert graphed.graphed.graph is not None
 
 
-def test_ppo_iterations_on_device_are_finite(requires_cuda):
-    trainer = _trainer(requires_cuda, True)
+@pytest.mark.parametrize("learner", ["compiled", "eager"])
+def test_ppo_iterations_on_device_are_finite(requires_cuda, learner):
+    trainer = _trainer(requires_cuda, True, learner)
+    assert trainer.algo.backends() == {"acting": "triton", "learning": learner}
     for _ in range(3):
         losses = trainer.read_losses(trainer.iterate())
     assert losses["approx_kl/tagger"] > 0

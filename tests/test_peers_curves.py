@@ -1,4 +1,4 @@
-"""bench/peers.py's curve comparison (gpurl.peers.train.compare_curves): hand-computed cases for one
+"""bench/peers.py's curve comparison (bench/peers_lib/train.py: compare_curves): hand-computed cases for one
 seed (standard error over the run's last-third iterations) and several (over the seeds' means)."""
 from __future__ import annotations
 
@@ -6,7 +6,12 @@ import math
 
 import pytest
 
-from gpurl.peers.train import compare_curves
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+from peers_lib.train import compare_curves  # noqa: E402
 
 pytestmark = pytest.mark.cpu
 

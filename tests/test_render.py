@@ -68,14 +68,12 @@ def test_a_tag_is_marked_in_the_frame_it_happens():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from gpurl.render import _DRAWERS
-
     env = gpurl.make("tag_continuous", num_envs=1, device="cpu", seed=0, **TAG)
     env.reset()
     frames = [snapshot(env) for _ in range(3)]
     frames[2]["alive"] = frames[2]["alive"].copy()
     frames[2]["alive"][3] = 0
-    draw = _DRAWERS[type(env)]
+    draw = type(env).draw_frame  # each env's drawer lives with the env (gpurl/envs/tag_continuous/draw.py)
     fig, ax = plt.subplots()
     draw(ax, env, frames, 1)
     assert "tagged" not in ax.get_legend_handles_labels()[1]
@@ -89,7 +87,8 @@ def test_a_tag_is_marked_in_the_frame_it_happens():
 
 def test_trained_policy_episode_is_drawn(tmp_path):
     cfg = build_config(env="tag_continuous", env_params=TAG, num_envs=4, rollout_len=8, iters=1, eval_episodes=0,
-                       frame_stack=2, device="cpu", log_dir=str(tmp_path), progress=False)
+                       frame_stack=2, device="cpu", log_dir=str(tmp_path), progress=False,
+                       policy_backend="eager", learner_backend="eager")
     trainer = Trainer(cfg)
     trainer.iterate()
     env, frames = trainer.record_episode(seed=9)

@@ -1,12 +1,12 @@
-"""Sim tier: the fused actor kernel (``actor_fused_kernel`` under TRITON_INTERPRET=1) against
-``actor_step_ref``.
+"""Sim tier: the fused actor kernel (``actor_fused_kernel`` under TRITON_INTERPRET=1) against the one
+definition of acting, ``ActorCritic.act`` (run through ``act_ref`` below on the same rows).
 
 Actions must be identical (same counter-RNG bits, same inverse-CDF comparison), log-probs and values
-within 1e-5. Covered: the issue's acceptance shape (1823 agents, obs_dim 71, 64x64 tanh, 21 x 21 heads,
+within 1e-4. Covered: the issue's acceptance shape (1823 agents, obs_dim 71, 64x64 tanh, 21 x 21 heads,
 normalisation on, some inputs clipped), irregular policies (relu, one hidden layer of 48, three
 heads of unequal sizes, three hidden layers, 142 inputs, no normalisation), the trainer's strided
 views (a group's agents sliced out of ``[E, N, ...]`` observation and rollout buffers: only the slice
-is written), step / seed sensitivity, and ``FusedActor``'s fused vs torch backends. The interpreter
+is written), step / seed sensitivity, and ``GroupActor``'s triton vs eager backends. The interpreter
 costs per program, so the row counts stay small except in the acceptance test (about 2 s each).
 """
 from __future__ import annotations
@@ -15,10 +15,11 @@ import pytest
 import torch
 from gymnasium.spaces import Discrete, MultiDiscrete
 
-from gpurl.fusion.actor import actor_step_ref, actor_step_triton, block_rows
-from gpurl.fusion.actor_op import FusedActor
+from gpurl.algos.acting import GroupActor, global_agent_ids
+from gpurl.algos.nets import ActorCritic
+from gpurl.fusion.actor import actor_step_triton, block_rows
+from gpurl.fusion.counter_rng import seed_tensor
 from gpurl.fusion.packing import PackedPolicy
-from gpurl.train.policy import ActorCritic
 
 pytestmark = pytest.mark.sim
 
@@ -30,10 +31,9 @@ ACTION_FILL, FLOAT_FILL = -7, 1234.5
 def make_policy(in_dim, space, widths=(64, 64), activation="tanh", norm_obs=True, seed=0):
     """An ActorCritic whose heads are far from uniform (random output biases) and whose running
     normalisation has seen data of non-zero mean and non-unit scale."""
-    torch.manual_seed(seed)
-    policy = ActorCritic(in_dim, space, widths, activation, norm_obs)
+    policy = ActorCritic(in_dim, space, widths, activation, norm_obs, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        policy.actor[-1].bias.normal_(0.0, 1.5)
+        policy.actor[-1].bias.normal_(0.0, 1.5, generator=torch.Generator().manual_seed(seed + 7))
         policy.critic[-1].bias.fill_(0.25)
     if norm_obs:
         g = torch.Generator().manual_seed(seed + 1)
@@ -58,12 +58,29 @@ def assert_same(got, want):
     (ga, gl, gv), (wa, wl, wv) = got, want
     assert ga.dtype == torch.int64 and gl.dtype == gv.dtype == torch.float32
     assert torch.equal(ga, wa), f"{(ga != wa).any(-1).sum().item()} rows sample different actions"
-    torch.testing.assert_close(gl, wl, rtol=0, atol=1e-5)
-    torch.testing.assert_close(gv, wv, rtol=0, atol=1e-5)
+    # The definition's GEMMs (torch, unpadded weights) and the kernel's tl.dot sum in other orders; the
+    # inputs here reach the normaliser's clip, so logits carry a few 1e-6 of relative rounding each.
+    torch.testing.assert_close(gl, wl, rtol=0, atol=1e-4)
+    torch.testing.assert_close(gv, wv, rtol=0, atol=1e-4)
 
 
 def step_tensor(step):
     return torch.tensor([step], dtype=torch.int64)
+
+
+def triton_seed(seed):
+    return seed_tensor(seed, "cpu")
+
+
+def act_ref(x, packed, step, seed, env_offset, num_agents, group_start, action, log_prob, value):
+    """The definition, ``packed.policy.act``, on the rows of ``x`` [E, n, D], written like the kernel."""
+    E, n, D = x.shape
+    ids = global_agent_ids(E, n, env_offset, num_agents, group_start, x.device)
+    with torch.no_grad():
+        a, lp, v = packed.policy.act(x.reshape(E * n, D), ids, step, seed)
+    action.copy_(a.view(E, n, -1))
+    log_prob.copy_(lp.view(E, n))
+    value.copy_(v.view(E, n))
 
 
 # ---- (a) the acceptance shape ---------------------------------------------------------------------------
@@ -81,10 +98,10 @@ def test_acceptance_shape_matches_reference(E, n, env_offset, num_agents, group_
     obs = observations(E, num_agents, 71, seed=E)
     x = obs[:, group_start:group_start + n]
     step = step_tensor(17)
-    args = (x, packed, step, 20261122, env_offset, num_agents, group_start)
+    args = (x, packed, step, triton_seed(20261122), env_offset, num_agents, group_start)
     got, want = outputs(E, n, 2), outputs(E, n, 2)
     actor_step_triton(*args, *got)
-    actor_step_ref(*args, *want)
+    act_ref(*args, *want)
     assert_same(got, want)
     assert ((got[0] >= 0) & (got[0] < 21)).all()
     assert (got[1] < 0).all()
@@ -116,8 +133,8 @@ def test_irregular_policies_write_only_their_slice_of_the_rollout_buffers(varian
     assert not x.is_contiguous() and x.stride(2) == 1
     buffers = [(torch.full((T, E, N, heads), ACTION_FILL, dtype=torch.int64),
                 torch.full((T, E, N), FLOAT_FILL), torch.full((T, E, N), FLOAT_FILL)) for _ in range(2)]
-    args = (x, packed, step_tensor(5), 99, 2, N, agents.start)
-    for run, (action, log_prob, value) in zip((actor_step_triton, actor_step_ref), buffers):
+    args = (x, packed, step_tensor(5), triton_seed(99), 2, N, agents.start)
+    for run, (action, log_prob, value) in zip((actor_step_triton, act_ref), buffers):
         run(*args, action[t, :, agents], log_prob[t, :, agents], value[t, :, agents])
     (ka, kl, kv), (ra, rl, rv) = buffers
     assert_same((ka, kl, kv), (ra, rl, rv))
@@ -140,7 +157,7 @@ def test_step_and_seed_change_the_actions_and_reproduce_them():
 
     def kernel(step, seed):
         out = outputs(E, n, 2)
-        actor_step_triton(x, packed, step_tensor(step), seed, 0, n, 0, *out)
+        actor_step_triton(x, packed, step_tensor(step), triton_seed(seed), 0, n, 0, *out)
         return out
 
     base = kernel(3, 7)
@@ -152,19 +169,19 @@ def test_step_and_seed_change_the_actions_and_reproduce_them():
     # 64-bit seed (both halves used, the low one >= 2**31) and a step beyond 32 bits: still the reference.
     for step, seed in ((2**32 + 5, 2**40 + 2**31 + 5), (123456789, 2**63 - 1)):
         want = outputs(E, n, 2)
-        actor_step_ref(x, packed, step_tensor(step), seed, 0, n, 0, *want)
+        act_ref(x, packed, step_tensor(step), triton_seed(seed), 0, n, 0, *want)
         assert_same(kernel(step, seed), want)
 
 
-# ---- FusedActor: fused backend vs torch backend ---------------------------------------------------------
+# ---- GroupActor: triton backend vs eager backend ---------------------------------------------------------
 
-def test_fused_actor_backends_agree_and_follow_sync():
+def test_group_actor_backends_agree_and_follow_sync():
     policy = make_policy(142, MultiDiscrete([21, 21]), seed=4)
     E, N, agents = 9, 10, slice(0, 6)
     n = agents.stop
-    actors = {b: FusedActor(policy, "tanh", b, seed=11, env_offset=3, num_agents=N, group_start=0)
-              for b in ("fused", "torch")}
-    assert actors["fused"].fused and not actors["torch"].fused
+    actors = {b: GroupActor(policy, b, triton_seed(11), env_offset=3, num_agents=N, group_start=0)
+              for b in ("triton", "eager")}
+    assert actors["triton"].packed is not None and actors["eager"].packed is None
     obs = torch.randn(E, N, 142, generator=torch.Generator().manual_seed(8)) * 2.0
     x = obs[:, agents]
 
@@ -176,15 +193,17 @@ def test_fused_actor_backends_agree_and_follow_sync():
         assert (action[0] == ACTION_FILL).all() and (action[1, :, n:] == ACTION_FILL).all()
         return action[1, :, agents], log_prob[1, :, agents], value[1, :, agents]
 
-    before = act("fused", 2)
-    assert_same(before, act("torch", 2))
-    assert_same(act("fused", 2, seed=12), act("torch", 2, seed=12))   # evaluation's seed override
+    before = act("triton", 2)
+    assert_same(before, act("eager", 2))
+    assert_same(act("triton", 2, seed=triton_seed(12)), act("eager", 2, seed=triton_seed(12)))  # evaluation's seed
     with torch.no_grad():
         policy.critic[-1].bias.add_(1.0)
         policy.actor[-1].bias[:21].add_(torch.linspace(-3.0, 3.0, 21))
+    stale = act("triton", 2)
+    assert_same(stale, before)                       # the packed copy still holds the old weights
     for actor in actors.values():
         actor.sync()
-    after = act("fused", 2)
-    assert_same(after, act("torch", 2))
+    after = act("triton", 2)
+    assert_same(after, act("eager", 2))
     torch.testing.assert_close(after[2], before[2] + 1.0, rtol=0, atol=1e-5)
     assert not torch.equal(after[0], before[0])

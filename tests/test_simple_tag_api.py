@@ -1,4 +1,4 @@
-"""simple_tag through the public env API (shared/specs/API.md): attributes, groups, state injection,
+"""simple_tag through the public env API (docs/specs/API.md): attributes, groups, state injection,
 autoreset modes, seeding, step(out=), step_metrics, and errors raised before anything changes."""
 import dataclasses
 

@@ -3,7 +3,7 @@
 Each case injects the same initial world (agents' positions at rest, obstacles) into gpurl and into one
 mpe2 ``parallel_env`` per gpurl env, then steps both with the same random actions for a whole episode
 (25 steps, until truncation, or until termination with terminate_on_success) and compares observations,
-rewards and terminated/truncated after every step, as shared/specs/simple_tag.md "Precision" says:
+rewards and terminated/truncated after every step, as docs/specs/simple_tag.md "Precision" says:
 
 - gpurl is float32, mpe2 float64. Free-running, the two must agree to FREE_ATOL = 1e-4 (obs, rewards).
   Contacts are stiff (a position error of δ grows by up to 10 δ per step in sustained overlaps), so where

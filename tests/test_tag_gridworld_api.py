@@ -1,4 +1,4 @@
-"""tag_gridworld through the public env API (shared/specs/API.md): attributes, state injection, action
+"""tag_gridworld through the public env API (docs/specs/API.md): attributes, state injection, action
 shapes, errors raised before anything changes, both autoreset modes, ``step(out=)`` and ``step_metrics``,
 seeding. Expected values come from the NumPy reference (gpurl.envs.tag_gridworld.reference).
 """

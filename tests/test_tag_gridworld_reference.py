@@ -1,7 +1,7 @@
 """CPU kernels of tag_gridworld vs the NumPy reference (bit for bit), and cases worked by hand from the spec.
 
 The hand cases inject a state through ``env.state`` and check numbers written out here from
-shared/specs/tag_gridworld.md, not from the reference. Every env in this file steps int64 actions, so
+docs/specs/tag_gridworld.md, not from the reference. Every env in this file steps int64 actions, so
 the process compiles one step build (~15 s on 2 vCPUs) and one reset build.
 """
 import numpy as np

@@ -23,9 +23,10 @@ def payload() -> dict:
     p = dict(
         config={"num_envs": 2, "hidden": [8, 8], "env_params": {"num_runners": 3}},
         iteration=3, env_steps=48,
-        policies={"tagger.actor.0.weight": torch.randn(4, 3, generator=g), "tagger.log_std": torch.zeros(0)},
-        optimizer={"state": {0: {"step": torch.tensor(3.0), "exp_avg": torch.randn(4, 3, generator=g)}},
-                   "param_groups": [{"lr": 1e-3, "params": [0]}]},
+        algorithm="ppo",
+        algo_state={"nets": {"tagger.actor.0.weight": torch.randn(4, 3, generator=g), "tagger.log_std": torch.zeros(0)},
+                    "optimizer": {"state": {0: {"step": torch.tensor(3.0), "exp_avg": torch.randn(4, 3, generator=g)}},
+                                  "param_groups": [{"lr": 1e-3, "params": [0]}]}},
         generator=torch.Generator().manual_seed(9).get_state(),
         sample_generator=torch.Generator().manual_seed(10).get_state(),
         step_counter=torch.tensor([17]),
@@ -67,8 +68,8 @@ def test_round_trip(tmp_path):
 
 def test_save_refuses_an_incomplete_payload(tmp_path):
     p = payload()
-    del p["optimizer"]
-    with pytest.raises(ValueError, match="optimizer"):
+    del p["algo_state"]
+    with pytest.raises(ValueError, match="algo_state"):
         save_checkpoint(tmp_path / "c.pt", p)
     assert not (tmp_path / "c.pt").exists()
 

@@ -1,10 +1,10 @@
-"""gae_ref (gpurl/train/gae.py) against hand arithmetic, a scalar double loop and the lam = gamma = 1 identity."""
+"""gae_ref (gpurl/fusion/gae.py) against hand arithmetic, a scalar double loop and the lam = gamma = 1 identity."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from gpurl.train.gae import gae_ref
+from gpurl.fusion.gae import gae_ref
 
 pytestmark = pytest.mark.cpu
 

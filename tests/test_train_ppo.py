@@ -1,5 +1,5 @@
 """PPO end to end on the CPU: learning beats random, determinism, resume, NaN stop, corrupt checkpoints,
-the CLI front (bench/tag_ppo.py) and its outputs."""
+the backends line, the CLI front (bench/tag_ppo.py, ``gpurl train``) and its outputs."""
 from __future__ import annotations
 
 import importlib.util
@@ -26,8 +26,11 @@ TINY = dict(
 
 
 def tiny_config(**overrides):
+    """Eager backends: the compiled ones are held to them in tests/test_ppo_loss.py and test_acting.py,
+    and run end to end in test_default_backends_are_compiled_and_named."""
     values = dict(env="tag_continuous", env_params=TINY, num_envs=4, rollout_len=8, iters=3, epochs=2,
-                  minibatches=2, eval_episodes=8, seed=5, progress=False, device="cpu")
+                  minibatches=2, eval_episodes=8, seed=5, progress=False, device="cpu", policy_backend="eager",
+                  learner_backend="eager")
     values.update(overrides)
     return build_config(**values)
 
@@ -37,7 +40,7 @@ def run_iterations(trainer: Trainer, n: int) -> list[dict]:
 
 
 def parameters(trainer: Trainer) -> dict[str, torch.Tensor]:
-    return {k: v.clone() for k, v in trainer.policies.state_dict().items()}
+    return {k: v.clone() for k, v in trainer.algo.nets.state_dict().items()}
 
 
 def test_same_seed_gives_identical_losses_and_parameters():
@@ -74,51 +77,50 @@ def test_ppo_logs_nonzero_kl_and_clip_fraction_a2c_runs_one_step():
         assert losses[f"clipfrac/{group}"] >= 0
     assert any(losses[f"clipfrac/{g}"] > 0 for g in ("tagger", "runner"))
     a2c = Trainer(tiny_config(algo="a2c"))
-    steps_before = a2c.optimizer.state_dict()["state"]
+    steps_before = a2c.algo.optimizer.state_dict()["state"]
     run_iterations(a2c, 1)
     # One epoch x one minibatch: Adam took exactly one step per parameter.
     assert steps_before == {}
-    assert all(int(s["step"]) == 1 for s in a2c.optimizer.state_dict()["state"].values())
+    assert all(int(s["step"]) == 1 for s in a2c.algo.optimizer.state_dict()["state"].values())
 
 
 def test_nan_in_loss_stops_with_the_iteration_named(tmp_path):
     trainer = Trainer(tiny_config())
     run_iterations(trainer, 1)
     with torch.no_grad():
-        next(trainer.policies["runner"].critic.parameters()).fill_(float("nan"))
+        next(trainer.algo.nets["runner"].critic.parameters()).fill_(float("nan"))
     with pytest.raises(NonFiniteLossError, match=r"iteration 2: non-finite .* group 'runner'"):
         trainer.read_losses(trainer.iterate())
 
 
-@pytest.mark.parametrize("learner_backend", ["torch", "auto"])
+@pytest.mark.parametrize("learner_backend", ["eager", "compiled"])
 def test_train_run_nan_writes_no_checkpoint(tmp_path, monkeypatch, learner_backend):
-    """A run whose loss turns NaN stops before writing the checkpoint of that iteration (autograd's
-    group_loss, or the fused CPU update's statistics)."""
-    import gpurl.train.ppo as ppo
-    from gpurl.train.ppo_cpu import FusedGroupUpdate
+    """A run whose loss turns NaN (a critic weight poisoned at construction) stops before writing the
+    checkpoint of that iteration, whichever backend computes the loss."""
+    from gpurl.algos.ppo import PPO
 
-    calls = {"n": 0}
-    if learner_backend == "torch":
-        real = ppo.group_loss
+    real = PPO.__init__
 
-        def poisoned(*args):
-            loss, stats = real(*args)
-            calls["n"] += 1
-            return loss * float("nan"), stats * float("nan")
+    def poisoned(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        with torch.no_grad():
+            next(self.nets["runner"].critic.parameters())[0, 0] = float("nan")
 
-        monkeypatch.setattr(ppo, "group_loss", poisoned)
-    else:
-        real = FusedGroupUpdate.loss_and_grads
-
-        def poisoned(self, *args):
-            calls["n"] += 1
-            return real(self, *args) * float("nan")
-
-        monkeypatch.setattr(FusedGroupUpdate, "loss_and_grads", poisoned)
-    with pytest.raises(NonFiniteLossError, match="iteration 1"):
+    monkeypatch.setattr(PPO, "__init__", poisoned)
+    with pytest.raises(NonFiniteLossError, match="iteration 1: non-finite .* group 'runner'"):
         train(tiny_config(log_dir=str(tmp_path), checkpoint_every=1, learner_backend=learner_backend))
-    assert calls["n"] > 0
     assert not (tmp_path / "checkpoint.pt").exists()
+
+
+def test_default_backends_are_compiled_and_named(capsys, tmp_path):
+    """On the CPU the defaults compile acting and learning (no silent fall back to eager), and the run
+    says so in one line at start."""
+    cfg = tiny_config(policy_backend="auto", learner_backend="auto", iters=2, eval_episodes=0,
+                      log_dir=str(tmp_path))
+    result = train(cfg)
+    assert result["iterations"] == 2
+    out = capsys.readouterr().out
+    assert "backends: acting=compiled learning=compiled env=cpu" in out
 
 
 def test_corrupt_checkpoint_gets_a_clear_error(tmp_path):

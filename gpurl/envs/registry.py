@@ -1,4 +1,4 @@
-"""``gpurl.make`` / ``gpurl.register``: the env registry (see shared/specs/API.md)."""
+"""``gpurl.make`` / ``gpurl.register``: the env registry (see docs/specs/API.md)."""
 from __future__ import annotations
 
 import hashlib

@@ -1,23 +1,19 @@
-"""Fused actor inference: observation rows in; action, summed log-prob and value out, in one kernel.
+"""The fused actor: observation rows in; action, summed log-prob and value out, in one Triton kernel.
 
 For one agent group, each program of ``actor_fused_kernel`` takes BLOCK_B rows of observations and
 runs: normalisation -> actor MLP -> every categorical head's logits -> inverse-CDF sample with the
-counter RNG (:mod:`counter_rng`, keyed by seed, global agent id, step) -> log-prob; and the critic
-MLP -> value. It writes action, log-prob and value straight into the rollout buffer at step t (any
-row strides), so a group's act phase is one launch instead of the dozens of eager torch kernels.
+counter RNG (keyed by seed, global agent id, step) -> log-prob; and the critic MLP -> value. It writes
+action, log-prob and value straight into the rollout buffer at step t (any row strides), so a group's
+act phase is one launch instead of dozens of small kernels.
 
-``actor_step_ref`` is the torch reference with the same arguments and the same arithmetic; the CPU
-uses it, the tests hold the kernel to it. ``step`` is read from a device tensor, so a CUDA graph
-replaying the launch sees the current step (a scalar argument would be frozen at capture).
+Its reference is the one definition of acting, :meth:`gpurl.algos.nets.ActorCritic.act`, which does
+the same arithmetic in torch (the tests hold the kernel to it, in Triton's interpreter). It reads the
+static padded weights of :class:`~.packing.PackedPolicy`. ``step`` and the seed are read from device
+tensors, so a CUDA graph replaying the launch sees the current step (a scalar argument would be frozen
+at capture).
 """
 from __future__ import annotations
 
-import functools
-
-import torch
-
-from . import fast_tanh
-from .counter_rng import uniform_ref
 from .packing import PackedPolicy
 
 try:
@@ -25,65 +21,6 @@ try:
     import triton.language as tl
 except ImportError:  # pragma: no cover - triton is a declared extra
     triton = None
-
-
-def _act_ref(x: torch.Tensor, activation: str) -> torch.Tensor:
-    # fast_tanh.tanh: torch.tanh off the CPU; on it the policies' own tanh (within 3e-7 of torch's).
-    return fast_tanh.tanh(x) if activation == "tanh" else torch.relu(x)
-
-
-@functools.lru_cache(maxsize=64)
-def global_agent_ids(E: int, n: int, env_offset: int, num_agents: int, group_start: int, device) -> torch.Tensor:
-    """int64 [E * n]: (env_offset + e) * num_agents + group_start + i for row (e, i). Cached (the
-    rollout asks for the same ids every step); callers must not write into it."""
-    e = torch.arange(E, device=device).repeat_interleave(n)
-    i = torch.arange(n, device=device).repeat(E)
-    return (env_offset + e) * num_agents + group_start + i
-
-
-@torch.no_grad()
-def actor_logits_value_ref(x: torch.Tensor, packed: PackedPolicy) -> tuple[torch.Tensor, torch.Tensor]:
-    """The GEMM half of the actor: x float32 [E, n, in_dim] -> (logits [E * n, heads, NP], value [E * n]).
-
-    Padded logits carry a -1e30 bias, so they add nothing to the sums and the inverse CDF never stops
-    on them."""
-    E, n, D = x.shape
-    p = packed
-    rows = x.reshape(E * n, D)
-    h0 = (rows - p.norm_mean[:D]) * p.norm_rstd[:D]
-    if p.norm_clip is not None:
-        h0 = h0.clamp(-p.norm_clip, p.norm_clip)
-    outs = []
-    for w0, wh, b in ((p.a_w0, p.a_wh, p.a_b), (p.c_w0, p.c_wh, p.c_b)):
-        h = _act_ref(torch.addmm(b[0], h0, w0[:D]), p.activation)
-        for k in range(p.layers - 1):
-            h = _act_ref(torch.addmm(b[k + 1], h, wh[k]), p.activation)
-        outs.append(h)
-    ha, hc = outs
-    return torch.addmm(p.a_bo, ha, p.a_wo).view(E * n, p.heads, p.NP), torch.addmv(p.c_bo, hc, p.c_wo)
-
-
-@torch.no_grad()
-def actor_step_ref(x: torch.Tensor, packed: PackedPolicy, step: torch.Tensor, seed: int, env_offset: int,
-                   num_agents: int, group_start: int, action: torch.Tensor, log_prob: torch.Tensor,
-                   value: torch.Tensor) -> None:
-    """x float32 [E, n, in_dim]; writes action int64 [E, n, heads], log_prob and value float32 [E, n]."""
-    E, n, D = x.shape
-    p = packed
-    logits, v = actor_logits_value_ref(x, p)
-    # All heads at once; the clamp only guards u * s rounding past the last real logit.
-    ids = global_agent_ids(E, n, env_offset, num_agents, group_start, x.device)
-    heads = torch.arange(p.heads, device=x.device)
-    u = uniform_ref(seed, ids.unsqueeze(1), step, heads)                      # [rows, heads]
-    m = logits.max(-1, keepdim=True).values
-    ex = torch.exp(logits - m)
-    s = ex.sum(-1)
-    a = (torch.cumsum(ex, -1) < (u * s).unsqueeze(-1)).sum(-1)
-    a = torch.minimum(a, p.nvec_t.to(torch.int64) - 1)
-    action.copy_(a.view(E, n, p.heads))
-    logp = logits.gather(-1, a.unsqueeze(-1)).squeeze(-1) - m.squeeze(-1) - torch.log(s)
-    log_prob.copy_(logp.sum(-1).view(E, n))
-    value.copy_(v.view(E, n))
 
 
 if triton is not None:
@@ -97,11 +34,25 @@ if triton is not None:
         return x ^ (x >> 16)
 
     @triton.jit
+    def _rational_tanh(v):
+        # gpurl.fusion.activations.rational_tanh, coefficient for coefficient.
+        x = tl.minimum(tl.maximum(v, -7.90531110763549805), 7.90531110763549805)
+        x2 = x * x
+        p = x2 * -2.76076847742355e-16 + 2.00018790482477e-13
+        p = x2 * p + -8.60467152213735e-11
+        p = x2 * p + 5.12229709037114e-08
+        p = x2 * p + 1.48572235717979e-05
+        p = x2 * p + 6.37261928875436e-04
+        p = x2 * p + 4.89352455891786e-03
+        q = x2 * 1.19825839466702e-06 + 1.18534705686654e-04
+        q = x2 * q + 2.26843463243900e-03
+        q = x2 * q + 4.89352518554385e-03
+        return tl.where(tl.abs(v) < 4e-4, v, x * p / q)
+
+    @triton.jit
     def _activation(x, TANH: tl.constexpr):
         if TANH:
-            t = tl.exp(-2.0 * tl.abs(x))
-            y = (1.0 - t) / (1.0 + t)
-            return tl.where(x < 0, -y, y)
+            return _rational_tanh(x)
         else:
             return tl.maximum(x, 0.0)
 
@@ -119,7 +70,7 @@ if triton is not None:
     def actor_fused_kernel(
         x_ptr, sx_e, sx_i, D, E, n,
         mean_ptr, rstd_ptr, a_w0, a_wh, a_b, a_wo, a_bo, c_w0, c_wh, c_b, c_wo, c_bo, nvec_ptr,
-        step_ptr, seed_lo, seed_hi, env_offset, num_agents, group_start,
+        step_ptr, seed_ptr, env_offset, num_agents, group_start,
         act_ptr, sa_e, sa_i, lp_ptr, sl_e, sl_i, v_ptr, sv_e, sv_i,
         IP: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, HEADS: tl.constexpr, LAYERS: tl.constexpr,
         TANH: tl.constexpr, NORM_CLIP: tl.constexpr, BLOCK_B: tl.constexpr,
@@ -142,6 +93,8 @@ if triton is not None:
         hc = _mlp(h0, c_w0, c_wh, c_b, offs_i, offs_h, IP, HP, LAYERS, TANH)
 
         step = tl.load(step_ptr).to(tl.uint32)
+        seed_lo = tl.load(seed_ptr).to(tl.uint32)
+        seed_hi = tl.load(seed_ptr + 1).to(tl.uint32)
         gid = ((env_offset + e) * num_agents + group_start + i).to(tl.uint32)
         total_logp = tl.zeros((BLOCK_B,), dtype=tl.float32)
         for h in tl.static_range(HEADS):
@@ -152,8 +105,8 @@ if triton is not None:
             s = tl.sum(ex, axis=1)
             key = _mix32(step * 0x9E3779B9 + h)
             key = _mix32(gid ^ key)
-            key = _mix32(key ^ seed_hi.to(tl.uint32))
-            key = _mix32(key ^ seed_lo.to(tl.uint32))
+            key = _mix32(key ^ seed_hi)
+            key = _mix32(key ^ seed_lo)
             u = (key >> 8).to(tl.float32) * (1.0 / 16777216.0)
             below = tl.cumsum(ex, axis=1) < (u * s)[:, None]
             a = tl.minimum(tl.sum(below.to(tl.int32), axis=1), tl.load(nvec_ptr + h) - 1)
@@ -170,9 +123,11 @@ def block_rows(packed: PackedPolicy) -> int:
     return 32 if packed.IP >= 128 else 64
 
 
-def actor_step_triton(x, packed: PackedPolicy, step, seed, env_offset, num_agents, group_start, action,
-                      log_prob, value) -> None:
-    """The fused kernel; same arguments and effects as :func:`actor_step_ref`."""
+def actor_step_triton(x, packed: PackedPolicy, step, seed, env_offset: int, num_agents: int, group_start: int,
+                      action, log_prob, value) -> None:
+    """The fused kernel. x float32 [E, n, in_dim]; step int64 [1]; seed int64 [2] (low, high halves);
+    writes action int64 [E, n, heads], log_prob and value float32 [E, n] (views with any row strides).
+    Row (e, i) is global agent (env_offset + e) * num_agents + group_start + i."""
     if triton is None:
         raise RuntimeError("the fused actor needs triton (pip install -e '.[triton]')")
     E, n, D = x.shape
@@ -181,12 +136,14 @@ def actor_step_triton(x, packed: PackedPolicy, step, seed, env_offset, num_agent
     p = packed
     BLOCK_B = block_rows(p)
     grid = (triton.cdiv(E * n, BLOCK_B),)
-    seed_lo, seed_hi = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
     actor_fused_kernel[grid](
         x, x.stride(0), x.stride(1), D, E, n, *p.tensors(),
-        step, seed_lo, seed_hi, env_offset, num_agents, group_start,
+        step, seed, env_offset, num_agents, group_start,
         action, action.stride(0), action.stride(1), log_prob, log_prob.stride(0), log_prob.stride(1),
         value, value.stride(0), value.stride(1),
         IP=p.IP, HP=p.HP, NP=p.NP, HEADS=p.heads, LAYERS=p.layers, TANH=p.activation == "tanh",
         NORM_CLIP=float(p.norm_clip or 0.0), BLOCK_B=BLOCK_B,
     )
+
+
+__all__ = ["actor_fused_kernel", "actor_step_triton", "block_rows"]

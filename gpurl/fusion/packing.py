@@ -1,4 +1,4 @@
-"""Static, padded copies of a policy's weights: what the fused kernel (and its torch reference) read.
+"""Static, padded copies of a policy's weights: what the fused actor kernel reads.
 
 A CUDA graph captures pointers, not values, so the rollout reads weights from buffers allocated once;
 ``PackedPolicy.sync()`` copies the current parameters in after every update (a handful of small

@@ -1,8 +1,10 @@
-"""Distribution policies (single, data_parallel, central_learner), process groups and the run launcher.
+"""Distribution policies (single, data_parallel, central_learner), their communication and process groups.
 
-``gpurl.multigpu.launch.run(cfg)`` trains under the policy ``cfg.dist`` names, on the ranks torchrun
-started (NCCL between GPUs, gloo between CPU processes). See the README's multi-GPU section.
+A policy sees buffers, never an algorithm (:class:`Placement`); ``init_placement`` builds the one of
+this process from torchrun's environment (NCCL between GPUs, gloo between CPU processes).
 """
+from .placement import EnvShard, LocalComm, Placement
 from .policies import POLICIES, CentralLearner, DataParallel, ReplicationError, SingleDevice, StalenessError
 
-__all__ = ["POLICIES", "CentralLearner", "DataParallel", "ReplicationError", "SingleDevice", "StalenessError"]
+__all__ = ["POLICIES", "CentralLearner", "DataParallel", "EnvShard", "LocalComm", "Placement", "ReplicationError",
+           "SingleDevice", "StalenessError"]

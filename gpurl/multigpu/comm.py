@@ -1,6 +1,6 @@
 """What crosses between ranks: a small facade over torch.distributed that counts the bytes it moves.
 
-``LocalComm`` (in :mod:`gpurl.train.placement`) is the one-process case. ``ProcessGroupComm`` runs
+``LocalComm`` (in :mod:`.placement`) is the one-process case. ``ProcessGroupComm`` runs
 the same methods on the default process group (NCCL on CUDA, gloo on the CPU). ``bytes_sent`` is what
 this rank put on the wire, each collective's payload counted once; the scaling benchmark reports it
 per iteration.

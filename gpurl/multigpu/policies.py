@@ -4,22 +4,22 @@
 - :class:`DataParallel`: env + actor + learner on every rank, each rank stepping its slice of the
   global env ids; the learner trains on its slice of every (global) minibatch and the gradients are
   summed over ranks in one flattened all-reduce per minibatch, so every rank applies the same update.
-  Parameters are broadcast from rank 0 at the start, and a fingerprint check every
+  Weights are broadcast from rank 0 at the start, and a fingerprint check every
   ``replication_check_every`` iterations proves they stayed equal.
 - :class:`CentralLearner`: env + actor on every rank, the learner on rank 0 alone: trajectories are
   gathered to it, the updated weights broadcast back. Each trajectory carries the policy version it
   was collected with, and the learner refuses one more than ``max_staleness`` updates old; with a
   bound above 0 actors keep acting on the weights they have while the next broadcast is in flight.
 
-The trainer (``gpurl.train``) is the same code under all three; they differ only in these hooks.
+They see buffers, never an algorithm (see :class:`~.placement.Placement`): every algorithm runs under
+each of them unchanged.
 """
 from __future__ import annotations
 
 import torch
 
-from ..train.metrics import nvtx_range
-from ..train.placement import EnvShard, Placement
-from ..train.ppo import STAT_NAMES
+from ..profiling import nvtx_range
+from .placement import EnvShard, LocalComm, Placement
 
 
 class ReplicationError(RuntimeError):
@@ -30,12 +30,8 @@ class StalenessError(RuntimeError):
     """A trajectory reached the central learner from a policy older than the staleness bound."""
 
 
-def _synced_tensors(trainer) -> list[torch.Tensor]:
-    """Everything the actors read and the learner changes: parameters, then buffers (normalisation)."""
-    return [*trainer.policies.parameters(), *trainer.policies.buffers()]
-
-
 def _flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """One float32 vector of ``tensors`` (weights are float32: parameters and running statistics)."""
     return torch.cat([t.detach().reshape(-1).float() for t in tensors])
 
 
@@ -67,13 +63,11 @@ class _MultiRank(Placement):
         per = num_envs // world
         return EnvShard(rank * per, (rank + 1) * per, num_envs)
 
-    def start(self, trainer) -> None:
-        tensors = _synced_tensors(trainer)
-        flat = _flatten(tensors)
+    def start(self, weights: list[torch.Tensor]) -> bool:
+        flat = _flatten(weights)
         self.comm.broadcast_(flat, src=0)
-        _unflatten_into(flat, tensors)
-        for actor in trainer.actors.values():
-            actor.sync()
+        _unflatten_into(flat, weights)
+        return True
 
     def report_failure(self, message: str) -> None:
         if self.watchdog is not None:
@@ -88,6 +82,7 @@ class _MultiRank(Placement):
             if clean:
                 dist.barrier()  # nobody tears the store down while a peer still needs it
             dist.destroy_process_group()
+
 
 class SingleDevice(Placement):
     """One device (the trainer's default placement, under its policy name)."""
@@ -109,9 +104,8 @@ class DataParallel(_MultiRank):
         return self.env_shard(num_envs)
 
     @torch.no_grad()
-    def reduce_gradients(self, params: list[torch.nn.Parameter]) -> None:
+    def reduce_gradients(self, grads: list[torch.Tensor]) -> None:
         """One all-reduce of every gradient, flattened into a buffer allocated once."""
-        grads = [p.grad for p in params]
         if self._grads is None:
             self._grads = torch.empty(sum(g.numel() for g in grads), dtype=torch.float32, device=grads[0].device)
         with nvtx_range("all_reduce"):
@@ -119,23 +113,22 @@ class DataParallel(_MultiRank):
             self.comm.all_reduce_(self._grads)
             _unflatten_into(self._grads, grads)
 
-    def after_learn(self, trainer, losses: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def after_learn(self, iteration: int, weights: list[torch.Tensor], stats: torch.Tensor) -> tuple[torch.Tensor, bool]:
         every = self.replication_check_every
-        if every and (trainer.iteration + 1) % every == 0:
-            self.check_replication(trainer)
-        return losses
+        if every and (iteration + 1) % every == 0:
+            self.check_replication(iteration, weights)
+        return stats, False
 
     @torch.no_grad()
-    def check_replication(self, trainer) -> None:
-        """Every rank's parameter fingerprint (per tensor: sum and sum of squares, float64) must be
+    def check_replication(self, iteration: int, weights: list[torch.Tensor]) -> None:
+        """Every rank's weight fingerprint (per tensor: sum and sum of squares, float64) must be
         bit-identical to rank 0's: the same gradients and the same optimizer give the same numbers."""
-        tensors = _synced_tensors(trainer)
-        mine = torch.stack([f(t.double()) for t in tensors for f in (torch.sum, lambda x: x.square().sum())])
+        mine = torch.stack([f(t.double()) for t in weights for f in (torch.sum, lambda x: x.square().sum())])
         every = self.comm.all_gather_cat(mine.unsqueeze(0), 0)
         bad = [r for r in range(self.world_size) if not torch.equal(every[r], every[0])]
         if bad:
             gap = (every[bad] - every[0]).abs().max().item()
-            raise ReplicationError(f"iteration {trainer.iteration + 1}: parameters of rank(s) {bad} differ from "
+            raise ReplicationError(f"iteration {iteration + 1}: weights of rank(s) {bad} differ from "
                                    f"rank 0's (largest fingerprint difference {gap:.3g}); the ranks are no "
                                    f"longer training the same model")
 
@@ -143,70 +136,73 @@ class DataParallel(_MultiRank):
 class CentralLearner(_MultiRank):
     name = "central_learner"
 
-    #: Storage fields an actor rank sends to the learner (all [.., E, ...] with envs on dim 1).
-    SENT = ("obs", "starts", "final_obs", "reward", "terminated", "truncated", "actions", "log_prob", "value")
-
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.version = 0          # updates reflected in this rank's weights
         self._pending: list = []  # (work, buffer, version) of broadcasts still in flight (non-learner ranks)
-        self._losses: dict[str, torch.Tensor] = {}
+        self._stats: torch.Tensor | None = None
 
     def learner_shard(self, num_envs: int) -> EnvShard | None:
         return EnvShard(0, num_envs, num_envs) if self.rank == 0 else None
 
-    def before_rollout(self, trainer) -> None:
-        """Act on weights at most ``max_staleness`` updates behind the learner's."""
-        while self._pending and trainer.iteration - self.version > self.max_staleness:
-            self._apply_oldest(trainer)
+    def learner_comm(self, num_envs: int):
+        return LocalComm()  # the learner holds every trajectory
 
-    def after_rollout(self, trainer) -> None:
-        s, dst = trainer.storage, trainer.learner_storage
+    def before_rollout(self, iteration: int, weights: list[torch.Tensor]) -> bool:
+        """Act on weights at most ``max_staleness`` updates behind the learner's."""
+        changed = False
+        while self._pending and iteration - self.version > self.max_staleness:
+            self._apply_oldest(weights)
+            changed = True
+        return changed
+
+    def after_rollout(self, iteration: int, trajectories: dict[str, torch.Tensor],
+                      learner_buffers: dict[str, torch.Tensor] | None) -> None:
+        device = next(iter(trajectories.values())).device
         with nvtx_range("gather_trajectories"):
-            versions = self.comm.gather_cat(torch.tensor([self.version], device=s.obs.device), 0)
-            for name in self.SENT:
-                gathered = self.comm.gather_cat(getattr(s, name), 1)
+            versions = self.comm.gather_cat(torch.tensor([self.version], device=device), 0)
+            for name, tensor in trajectories.items():
+                gathered = self.comm.gather_cat(tensor, 1)
                 if gathered is not None:
-                    getattr(dst, name).copy_(gathered)
+                    learner_buffers[name].copy_(gathered)
         if versions is not None:
-            behind = trainer.iteration - versions
+            behind = iteration - versions
             late = [r for r in range(self.world_size) if behind[r] > self.max_staleness]  # host-ok: learner
             if late:
-                raise StalenessError(f"iteration {trainer.iteration + 1}: trajectories of rank(s) {late} come from "
+                raise StalenessError(f"iteration {iteration + 1}: trajectories of rank(s) {late} come from "
                                      f"policy versions {versions[late].tolist()}, more than max_staleness="
-                                     f"{self.max_staleness} updates behind the learner's {trainer.iteration}")
+                                     f"{self.max_staleness} updates behind the learner's {iteration}")
 
-    def after_learn(self, trainer, losses: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        tensors = _synced_tensors(trainer)
-        names = trainer.trained
+    def after_learn(self, iteration: int, weights: list[torch.Tensor], stats: torch.Tensor) -> tuple[torch.Tensor, bool]:
         if self.rank == 0:
-            flat = torch.cat([_flatten(tensors), *(losses[n].float() for n in names)])
-            self.comm.broadcast_(flat, src=0)
-            self.version = trainer.iteration + 1
-            return losses
-        size = sum(t.numel() for t in tensors) + len(names) * len(STAT_NAMES)
-        buffer = torch.empty(size, dtype=torch.float32, device=trainer.device)
+            self.comm.broadcast_(torch.cat([_flatten(weights), stats.reshape(-1).float()]), src=0)
+            self.version = iteration + 1
+            return stats, False
+        if self._stats is None:
+            self._stats = torch.zeros_like(stats)
+        buffer = torch.empty(sum(t.numel() for t in weights) + stats.numel(), dtype=torch.float32,
+                             device=stats.device)
         asynchronous = self.max_staleness > 0
         work = self.comm.broadcast_(buffer, src=0, async_op=asynchronous)
-        self._pending.append((work, buffer, trainer.iteration + 1))
-        if not asynchronous:
-            self._apply_oldest(trainer)
-        return self._losses
+        self._pending.append((work, buffer, iteration + 1))
+        if asynchronous:
+            return self._stats, False
+        self._apply_oldest(weights)
+        return self._stats, True
 
-    def settle(self, trainer) -> None:
+    def settle(self, weights: list[torch.Tensor]) -> bool:
+        changed = bool(self._pending)
         while self._pending:
-            self._apply_oldest(trainer)
+            self._apply_oldest(weights)
+        return changed
 
-    def _apply_oldest(self, trainer) -> None:
+    def _apply_oldest(self, weights: list[torch.Tensor]) -> None:
         work, buffer, version = self._pending.pop(0)
         if work is not None:
             work.wait()
-        used = _unflatten_into(buffer, _synced_tensors(trainer))
-        stats = buffer[used:].view(len(trainer.trained), len(STAT_NAMES))
-        self._losses = {name: stats[i] for i, name in enumerate(trainer.trained)}
+        used = _unflatten_into(buffer, weights)
+        self._stats.copy_(buffer[used:].view_as(self._stats))
         self.version = version
-        for actor in trainer.actors.values():
-            actor.sync()
 
 
 POLICIES = {cls.name: cls for cls in (SingleDevice, DataParallel, CentralLearner)}

@@ -1,8 +1,9 @@
 """Checkpoints: written atomically, loaded with ``weights_only=True``, checked before anything is used.
 
 A checkpoint holds everything a run needs to continue bit-identically on the CPU: the config, the
-iteration and step counters, the policies, the optimizer, the sampling generator's state, the env
-state, the observation history at the front of the rollout storage and the episode accumulators.
+iteration and step counters, the algorithm's state (its networks, optimizer and whatever else it
+declares), the generators' states, the env state, the observation history at the front of the rollout
+storage and the episode accumulators.
 """
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from pathlib import Path
 
 import torch
 
-FORMAT = "gpurl-checkpoint-v2"  # v2: separate shuffle/sampling generators, global env state
-REQUIRED = ("format", "config", "iteration", "env_steps", "policies", "optimizer", "generator", "sample_generator", "step_counter",
-            "env_state", "history_obs", "history_starts", "episode_stats", "extras")
+FORMAT = "gpurl-checkpoint-v3"  # v3: the algorithm's own state under "algo_state"
+REQUIRED = ("format", "config", "iteration", "env_steps", "algorithm", "algo_state", "generator", "sample_generator",
+            "step_counter", "env_state", "history_obs", "history_starts", "episode_stats", "extras")
 
 
 class CheckpointError(ValueError):

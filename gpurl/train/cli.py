@@ -1,9 +1,18 @@
-"""Command line for the trainer: one flag per :class:`TrainConfig` field, generated from the dataclass
-(so a new field is a new flag with its docstring as help), plus presets and machine-sized defaults."""
+"""``gpurl train`` / ``python -m gpurl.train``: one flag per :class:`TrainConfig` field, generated from
+the dataclass (so a new field is a new flag with its docstring as help), presets and machine-sized
+defaults; it runs the config under its distribution policy and ends with one ``RESULT {json}`` line.
+
+    python -m gpurl.train                               # Tag sized for this machine
+    gpurl train --preset tag-10v100 --num-envs 100 --iters 20
+    gpurl train --resume runs/<dir>/checkpoint.pt --iters 400
+    torchrun --nproc_per_node=2 -m gpurl.train --dist data_parallel
+"""
 from __future__ import annotations
 
 import argparse
 import ast
+import json
+import sys
 from dataclasses import MISSING, fields
 
 import torch
@@ -38,8 +47,14 @@ def _env_param(text: str) -> tuple[str, object]:
         return key, value  # a bare word stays a string
 
 
-def build_parser(description: str = "") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description, allow_abbrev=False,
+DESCRIPTION = ("Train agent groups with a registered algorithm (PPO by default) on a gpurl env, every step of "
+               "the loop on the device (a GPU when present). Writes metrics.csv, TensorBoard events, "
+               "checkpoint.pt, learning_curve.png and result.json into the log dir and ends with one line "
+               "RESULT {json}.")
+
+
+def build_parser(description: str = DESCRIPTION, prog: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description, allow_abbrev=False,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -73,9 +88,9 @@ def machine_default(explicit: dict) -> dict:
     return {"preset": "tag-10v100", "num_envs": 1000, **explicit} if on_gpu else {"preset": "tag-small", **explicit}
 
 
-def config_from_args(argv: list[str] | None = None, description: str = "") -> TrainConfig:
+def config_from_args(argv: list[str] | None = None, prog: str | None = None) -> TrainConfig:
     """Parse ``argv`` into a validated config (resuming: the checkpoint's config plus run-control flags)."""
-    parser = build_parser(description)
+    parser = build_parser(prog=prog)
     explicit = vars(parser.parse_args(argv))
     if "env_params" in explicit:
         explicit["env_params"] = dict(explicit["env_params"])
@@ -83,15 +98,45 @@ def config_from_args(argv: list[str] | None = None, description: str = "") -> Tr
         if explicit.get("resume"):
             from .checkpoint import load_checkpoint
 
-            return resume_config(load_checkpoint(explicit["resume"]), explicit)
-        explicit = machine_default(explicit)
-        preset = explicit.pop("preset", None)
-        if preset is not None and "env_params" in explicit:  # flags refine the preset's env params
-            explicit["env_params"] = {**PRESETS[preset].get("env_params", {}), **explicit["env_params"]}
-        return build_config(preset, **explicit)
+            cfg = resume_config(load_checkpoint(explicit["resume"]), explicit)
+        else:
+            explicit = machine_default(explicit)
+            preset = explicit.pop("preset", None)
+            if preset is not None and "env_params" in explicit:  # flags refine the preset's env params
+                explicit["env_params"] = {**PRESETS[preset].get("env_params", {}), **explicit["env_params"]}
+            cfg = build_config(preset, **explicit)
+        cfg.import_env_modules()  # an entry point: a module that does not import is a usage error here
+        return cfg
     except ValueError as err:
         parser.error(str(err))
         raise  # unreachable: parser.error exits
 
 
-__all__ = ["build_parser", "config_from_args", "TrainConfig"]
+def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
+    """Parse, train, print the summary and the RESULT line (main rank); returns the result ({} elsewhere)."""
+    from .launch import run
+    from .machine import describe_machine
+
+    cfg = config_from_args(argv, prog=prog)
+    result = run(cfg)
+    if result is None:  # not the main rank: rank 0 prints and writes
+        return {}
+    machine = describe_machine(torch.device(result["device"]))
+    print(f"machine: {machine}")
+    print("config: " + " ".join(f"{k}={v}" for k, v in cfg.to_dict().items()))
+    for key in sorted(k for k in result if k.endswith("_random") and result.get(k) is not None):
+        final = result.get(key.removesuffix("_random") + "_final")
+        print(f"{key.removesuffix('_random')}: random {result[key]:.3f}, trained "
+              + (f"{final:.3f}" if final is not None else "-"))
+    if result.get("tags_per_episode_random"):
+        print(f"tags per episode, trained / random: "
+              f"{result['tags_per_episode_final'] / result['tags_per_episode_random']:.2f}x")
+    rate = result["agent_steps_per_s"]
+    print(f"end-to-end agent-steps/s ({result['device']}): " + (f"{rate:.4g}" if rate is not None else "-")
+          + f"; phase seconds: {result['phase_seconds']}")
+    print("RESULT " + json.dumps({**result, "machine": machine}, sort_keys=True))
+    sys.stdout.flush()
+    return result
+
+
+__all__ = ["DESCRIPTION", "build_parser", "config_from_args", "main"]

@@ -8,9 +8,13 @@ import dataclasses
 import math
 from dataclasses import dataclass, field, fields
 
+from ..algos import ALGORITHMS
+from ..algos.acting import ACTING_BACKENDS
+from ..algos.ppo import LEARNING_BACKENDS
 from ..envs.registry import import_env_module
 from ..envs.tag_continuous.params import TAG_5V1000, TAG_10V100
 from ..envs.tag_gridworld.params import TAG_GRID_4
+from ..multigpu.process_group import DIST_CHOICES
 
 
 def _doc(text: str, **kw):
@@ -34,7 +38,8 @@ class TrainConfig:
     iters: int = _doc("training iterations (rollout + update); 0 derives it from total_steps", default=0)
     total_steps: int = _doc("env steps to train for (num_envs per step) when iters is 0", default=0)
     rollout_len: int = _doc("steps per env per iteration (T)", default=64)
-    algo: str = _doc("'ppo', or 'a2c' (= one epoch, one minibatch, no clipping)", default="ppo")
+    algo: str = _doc("registered algorithm: 'ppo', or 'a2c' (= one epoch, one minibatch, no clipping)",
+                     default="ppo")
     epochs: int = _doc("passes over each rollout", default=4)
     minibatches: int = _doc("minibatches per epoch (per group)", default=4)
     lr: float = _doc("Adam learning rate", default=3e-4)
@@ -53,11 +58,11 @@ class TrainConfig:
                           default=True)
     frame_stack: int = _doc("observations per policy input (the current one and frame_stack - 1 before it)",
                             default=1)
-    policy_backend: str = _doc("acting: 'fused' (one Triton kernel per group), 'torch' (its reference), "
-                               "'auto' (fused on CUDA; on the CPU torch's GEMMs and the sampling in one Numba call)", default="auto")
-    learner_backend: str = _doc("update: 'auto' (on the CPU, categorical MLP policies train without autograd: "
-                                "torch GEMMs and fused Numba passes, gpurl.train.ppo_cpu; else autograd) or "
-                                "'torch' (autograd always)", default="auto")
+    policy_backend: str = _doc("acting: 'triton' (one fused kernel per group), 'compiled' (torch.compile of the "
+                               "torch definition), 'eager' (the torch definition as written), 'auto' (triton on "
+                               "CUDA for categorical heads, else compiled)", default="auto")
+    learner_backend: str = _doc("update: 'compiled' (torch.compile of the loss; its backward by AOTAutograd), "
+                                "'eager' (the loss as written, autograd), 'auto' (compiled)", default="auto")
     cuda_graph: bool = _doc("on CUDA, capture the whole rollout as one CUDA graph and replay it", default=True)
     train_groups: tuple = _doc("groups that learn (CLI: tagger,runner); empty = all; others act randomly",
                                default=())
@@ -91,10 +96,9 @@ class TrainConfig:
         c = dataclasses.replace(self, env_params=dict(self.env_params), hidden=tuple(self.hidden),
                                 train_groups=tuple(self.train_groups), nsys_iters=tuple(self.nsys_iters),
                                 env_modules=modules)
-        if c.algo not in ("ppo", "a2c"):
-            raise ValueError(f"algo must be 'ppo' or 'a2c', got {c.algo!r}")
-        if c.algo == "a2c":
-            c.epochs, c.minibatches, c.clip_coef, c.clip_vloss = 1, 1, 0.0, False
+        if c.algo not in ALGORITHMS:
+            raise ValueError(f"algo must be one of {sorted(ALGORITHMS)}, got {c.algo!r}")
+        c = ALGORITHMS[c.algo].adjust_config(c)
         positive = ["num_envs", "rollout_len", "epochs", "minibatches", "log_every", "frame_stack"]
         for name in positive:
             value = getattr(c, name)
@@ -118,12 +122,10 @@ class TrainConfig:
             raise ValueError("lr must be > 0")
         if not c.hidden or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in c.hidden):
             raise ValueError(f"hidden must be widths >= 1, got {c.hidden!r}")
-        if c.policy_backend not in ("auto", "torch", "fused"):
-            raise ValueError(f"policy_backend must be 'auto', 'torch' or 'fused', got {c.policy_backend!r}")
-        if c.learner_backend not in ("auto", "torch"):
-            raise ValueError(f"learner_backend must be 'auto' or 'torch', got {c.learner_backend!r}")
-        if c.dist not in ("auto", "single", "data_parallel", "central_learner"):
-            raise ValueError(f"dist must be 'auto', 'single', 'data_parallel' or 'central_learner', got {c.dist!r}")
+        for name, choices in (("policy_backend", ACTING_BACKENDS), ("learner_backend", LEARNING_BACKENDS),
+                              ("dist", DIST_CHOICES)):
+            if getattr(c, name) not in choices:
+                raise ValueError(f"{name} must be one of {list(choices)}, got {getattr(c, name)!r}")
         if c.dist_timeout <= 0:
             raise ValueError(f"dist_timeout must be > 0 seconds, got {c.dist_timeout}")
         if c.replication_check_every < 0 or c.max_staleness < 0:
@@ -132,15 +134,15 @@ class TrainConfig:
             raise ValueError(f"nsys_iters must be two iterations first < last (e.g. 2,4), got {c.nsys_iters!r}")
         if c.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {c.activation!r}")
-        c._import_env_modules()
-        return c
-
-    def _import_env_modules(self) -> None:
-        """Import every env module (once per process; validated() runs in every process that makes the
-        env: a fresh run, a resumed one, each torchrun rank), so the env they register can be made."""
-        for spec in self.env_modules:
+        for spec in c.env_modules:
             if not isinstance(spec, str) or not spec:
                 raise ValueError(f"env_modules must be module names or .py paths, got {spec!r}")
+        return c
+
+    def import_env_modules(self) -> None:
+        """Import every env module, so that the envs they register can be made. Entry points call it
+        (once per process: a fresh run, a resumed one, each torchrun rank); validation never imports."""
+        for spec in self.env_modules:
             try:
                 import_env_module(spec)
             except ImportError as err:

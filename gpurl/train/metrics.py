@@ -1,4 +1,4 @@
-"""Device-side bookkeeping of a run: episode statistics, phase timers, NVTX ranges.
+"""Device-side bookkeeping of a run: episode statistics and phase timers (each phase an NVTX range).
 
 Nothing here reads device memory during a rollout; ``EpisodeStats.read`` and ``PhaseTimer.read`` are
 called once per log interval.
@@ -11,42 +11,7 @@ from collections import defaultdict
 
 import torch
 
-try:  # NVTX ranges show up in nsys; without the package (or a profiler) they cost nothing.
-    import nvtx as _nvtx
-except ImportError:  # pragma: no cover - nvtx is in the cuda extra
-    _nvtx = None
-
-
-def nvtx_range(name: str):
-    """An NVTX range around a phase (``with nvtx_range("act"): ...``); a no-op without nvtx."""
-    return _nvtx.annotate(name, domain="gpurl") if _nvtx is not None else contextlib.nullcontext()
-
-
-class ProfilerWindow:
-    """cudaProfilerStart before iteration ``first`` and cudaProfilerStop after iteration ``last - 1``, so
-    ``nsys profile --capture-range=cudaProfilerApi`` records only iterations [first, last).
-
-    Inactive without CUDA or with ``iters`` empty. ``start``/``stop``/``sync`` default to torch's.
-    """
-
-    def __init__(self, iters: tuple, device: torch.device, start=None, stop=None, sync=None):
-        self.first, self.last = iters if iters else (-1, -1)
-        self.active = bool(iters) and device.type == "cuda"
-        self._start = start or (lambda: torch.cuda.profiler.start())
-        self._stop = stop or (lambda: torch.cuda.profiler.stop())
-        self._sync = sync or (lambda: torch.cuda.synchronize())
-
-    def before(self, iteration: int) -> None:
-        """Call before running iteration ``iteration`` (0-based)."""
-        if self.active and iteration == self.first:
-            self._sync()  # earlier work stays out of the capture
-            self._start()
-
-    def after(self, iteration: int) -> None:
-        """Call after the update; ``iteration`` counts the iterations done."""
-        if self.active and iteration == self.last:
-            self._sync()  # the window's kernels finish inside the capture
-            self._stop()
+from ..profiling import nvtx_range
 
 
 class EpisodeStats:

@@ -1,7 +1,8 @@
 """A whole training run: random baseline, training loop, logs, checkpoints, final measurement, curve.
 
-``train(config)`` runs it on the ranks of a placement (``gpurl.multigpu.launch.run`` chooses one; that is
-what ``bench/tag_ppo.py`` calls) and returns the run's result dict (the RESULT line's payload).
+``train(config)`` runs it on the ranks of a placement (:func:`gpurl.train.launch.run` chooses one; that is
+what ``gpurl train`` and ``bench/tag_ppo.py`` call) and returns the run's result dict (the RESULT line's
+payload).
 """
 from __future__ import annotations
 
@@ -15,15 +16,16 @@ import torch
 
 from .checkpoint import atomic_write_bytes, save_checkpoint
 from .config import TrainConfig
-from .metrics import ProfilerWindow, nvtx_range
+from ..multigpu.placement import Placement
+from ..profiling import ProfilerWindow, nvtx_range
 from .outputs import RunLog, plot_curve, progress_wanted
-from .placement import Placement
 from .trainer import Trainer
 
 #: Fields a resumed run may change; every other field comes from the checkpoint.
 RESUME_OVERRIDABLE = ("iters", "total_steps", "log_dir", "log_every", "checkpoint_every", "profile", "progress",
                       "resume", "torch_threads", "device", "render_final", "nsys_iters", "dist", "dist_timeout",
-                      "replication_check_every", "max_staleness", "env_modules")
+                      "replication_check_every", "max_staleness", "env_modules", "policy_backend",
+                      "learner_backend", "cuda_graph")
 
 
 def resume_config(checkpoint: dict, overrides: dict) -> TrainConfig:
@@ -51,6 +53,7 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
     checkpoints and returns the result (the others return None).
     """
     cfg = cfg.validated()
+    cfg.import_env_modules()
     trainer = Trainer(cfg, placement)
     placement = trainer.placement
     main = placement.is_main
@@ -66,6 +69,7 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
         f"agents={trainer.env.num_agents} groups={list(trainer.env.groups)} trained={trainer.trained} "
         f"iters={cfg.iters} (from {trainer.iteration}) rollout_len={cfg.rollout_len} dist={placement.name} "
         f"world_size={placement.world_size} log_dir={log_dir}")
+    say(f"algorithm: {cfg.algo}; {trainer.backends()}")
 
     if "baseline" not in extras:
         extras["baseline"] = {}
@@ -108,7 +112,7 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
                     # Envs start in step, so some intervals see few episode ends: wait for a quarter of them.
                     scalars.update(trainer.read_stats(min_episodes=max(1, cfg.num_envs // 4)))
                     scalars["agent_steps_per_s"] = cfg.num_envs * cfg.rollout_len * trainer.env.num_agents / seconds
-                    scalars["lr"] = trainer.optimizer.param_groups[0]["lr"]
+                    scalars["lr"] = trainer.algo.optimizer.param_groups[0]["lr"]
                     if runlog is not None:
                         runlog.log(trainer.iteration, trainer.env_steps, scalars)
                 if last or (cfg.checkpoint_every and trainer.iteration % cfg.checkpoint_every == 0):

@@ -1,15 +1,20 @@
 """Rollout storage: every buffer of one iteration, allocated once on the device, ``[T, E, N, ...]``.
 
-The env writes each step straight into slot t (``step_outputs(t)``), the policy writes actions,
-log-probs and values beside them, and GAE fills advantages and returns. With a frame history
-(``history`` = frame_stack - 1 > 0) the observation buffer keeps the last ``history`` observations of
-the previous iteration in front, so a policy input at t can look back across the iteration boundary.
+The env writes each step straight into slot t (``step_outputs(t)``); the algorithm's actor writes the
+actions and the fields it declared (:class:`gpurl.algos.Field`: log-probs, values, ...) beside them.
+With a frame history (``history`` = frame_stack - 1 > 0) the observation buffer keeps the last
+``history`` observations of the previous iteration in front, so a policy input at t can look back
+across the iteration boundary.
 """
 from __future__ import annotations
 
 import torch
 
+from ..algos.base import Field
 from ..envs.base import StepOutputs
+
+#: Buffers every storage has; an algorithm's fields may not reuse these names.
+ENV_FIELDS = ("obs", "starts", "final_obs", "reward", "terminated", "truncated", "actions")
 
 
 class RolloutStorage:
@@ -20,13 +25,13 @@ class RolloutStorage:
     - ``starts`` bool [H + T + 1, E]: that slot's observation is the first of its episode.
     - ``final_obs`` float32 [T, E, N, D]: last observation of an episode that ended at step t (rows of
       other envs are stale).
-    - ``reward`` float32 [T, E, N]; ``terminated``/``truncated`` bool [T, E].
-    - ``actions`` [T, E, N, A]; ``log_prob``, ``advantages``, ``returns``, ``final_value`` float32
-      [T, E, N]; ``value`` float32 [T + 1, E, N].
+    - ``reward`` float32 [T, E, N]; ``terminated``/``truncated`` bool [T, E]; ``actions`` [T, E, N, A].
+    - one attribute per field of ``fields`` (an algorithm's declaration), [T + extra, E, (N,) *shape].
     """
 
     def __init__(self, steps: int, num_envs: int, num_agents: int, obs_dim: int, action_dims: int,
-                 action_dtype: torch.dtype, history: int, device: torch.device):
+                 action_dtype: torch.dtype, history: int, device: torch.device,
+                 fields: dict[str, Field] | None = None):
         T, E, N, D, H = steps, num_envs, num_agents, obs_dim, history
         self.steps, self.history = T, H
         f32 = dict(dtype=torch.float32, device=device)
@@ -38,11 +43,16 @@ class RolloutStorage:
         self.terminated = torch.zeros(T, E, **flag)
         self.truncated = torch.zeros(T, E, **flag)
         self.actions = torch.zeros(T, E, N, action_dims, dtype=action_dtype, device=device)
-        self.log_prob = torch.zeros(T, E, N, **f32)
-        self.value = torch.zeros(T + 1, E, N, **f32)
-        self.final_value = torch.zeros(T, E, N, **f32)
-        self.advantages = torch.zeros(T, E, N, **f32)
-        self.returns = torch.zeros(T, E, N, **f32)
+        self.fields = dict(fields or {})
+        for name, f in self.fields.items():
+            if name in ENV_FIELDS or name.startswith("_") or hasattr(self, name):
+                raise ValueError(f"an algorithm's rollout field may not be called {name!r} (taken: {ENV_FIELDS})")
+            rows = (E, N) if f.per_agent else (E,)
+            setattr(self, name, torch.zeros(T + f.extra_steps, *rows, *f.shape, dtype=f.dtype, device=device))
+
+    def buffers(self) -> dict[str, torch.Tensor]:
+        """Every buffer by name (envs on dim 1): what a central learner gathers from the actors."""
+        return {name: getattr(self, name) for name in (*ENV_FIELDS, *self.fields)}
 
     def start(self, first_obs: torch.Tensor) -> None:
         """Begin from freshly reset envs: ``first_obs`` [E, N, D] is every env's first observation."""

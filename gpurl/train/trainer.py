@@ -1,15 +1,16 @@
-"""The trainer: rollout, advantages, PPO epochs x minibatches, top to bottom.
+"""The trainer: rollout, then the algorithm's learner, top to bottom, over the algorithm interface.
 
-Everything a step touches is a device buffer allocated once (``RolloutStorage``): the policy writes
-actions, log-probs and values into slot t, the env kernels write observations, rewards and done flags
-into slot t (``env.step(..., out=storage.step_outputs(t))``), and the episode statistics accumulate on
-the device. The rollout never reads device memory from the host; one read per iteration collects the
-truncated steps (for their bootstrap values) and one per log interval the statistics.
+Everything a step touches is a device buffer allocated once (``RolloutStorage``): the algorithm's
+actor writes actions and its declared fields into slot t, the env kernels write observations, rewards
+and done flags into slot t (``env.step(..., out=storage.step_outputs(t))``), and the episode
+statistics accumulate on the device. The rollout never reads device memory from the host.
 
-The loop is three fragments (:mod:`.fragments`): actor and env per step, learner per iteration. A
-:class:`~gpurl.train.placement.Placement` (one device by default; ``gpurl.multigpu`` for several)
-decides which envs this rank steps, whether it learns, and what is communicated at the hooks
-``before_rollout``, ``after_rollout``, ``reduce_gradients`` and ``after_learn``.
+The trainer knows an algorithm only through :class:`gpurl.algos.Algorithm` (fields, actor fragment,
+learner fragment, weights, checkpoint state) and a distribution policy only through
+:class:`gpurl.multigpu.Placement` (which envs this rank steps, whether it learns, and what crosses
+between ranks at ``before_rollout``, ``after_rollout``, ``reduce_gradients`` and ``after_learn``).
+It changes no process-wide setting (threads, allocator, global seeds): the entry point does
+(:mod:`gpurl.train.process`).
 """
 from __future__ import annotations
 
@@ -17,19 +18,16 @@ import dataclasses
 import math
 
 import torch
-from torch import nn
 
+from ..algos import ALGORITHMS, EnvSpec, LearnContext
 from ..envs import make, resolve_device
-from ..fusion.actor_op import FusedActor
+from ..fusion.counter_rng import seed_tensor
 from ..fusion.graph import GraphedRollout
+from ..multigpu.placement import Placement
+from ..profiling import nvtx_range
 from .config import TrainConfig
-from .fragments import ActorFragment, EnvFragment, LearnerFragment
-from .host_memory import keep_freed_memory
-from .metrics import EpisodeStats, PhaseTimer, nvtx_range
-from .placement import Placement
-from .policy import ActorCritic
-from .ppo import STAT_NAMES
-from .random_policy import RandomPolicy
+from .fragments import EnvFragment, RandomActor
+from .metrics import EpisodeStats, PhaseTimer
 from .storage import RolloutStorage
 
 
@@ -48,19 +46,13 @@ class NonFiniteLossError(FloatingPointError):
 
 
 class Trainer:
-    """PPO/A2C on any gpurl env: one :class:`ActorCritic` per trained group, shared by its agents.
-
-    ``cfg.num_envs`` is the global number of envs; ``placement`` says which of them this rank steps.
-    """
+    """Any registered algorithm on any gpurl env; ``cfg.num_envs`` is the global number of envs and
+    ``placement`` says which of them this rank steps and whether it learns."""
 
     def __init__(self, config: TrainConfig, placement: Placement | None = None):
         cfg = self.config = config.validated()
         self.placement = placement = placement or Placement()
         self.device = placement.device or resolve_device(cfg.device)
-        if cfg.torch_threads:
-            torch.set_num_threads(cfg.torch_threads)
-        if self.device.type == "cpu":
-            keep_freed_memory()
         self.shard = placement.env_shard(cfg.num_envs)
         self.env = make(cfg.env, num_envs=self.shard.size, device=self.device, seed=cfg.seed, autoreset=True,
                         validate=False, env_id_offset=self.shard.lo, **cfg.env_params)
@@ -69,82 +61,82 @@ class Trainer:
         if unknown:
             raise ValueError(f"train_groups names unknown group(s) {unknown}; {cfg.env} has {list(groups)}")
         self.trained = [g for g in groups if not cfg.train_groups or g in cfg.train_groups]
-        torch.manual_seed(cfg.seed)  # parameter init: the same on every rank
-        self.policies = nn.ModuleDict({
-            name: ActorCritic(groups[name].obs_dim * cfg.frame_stack, groups[name].action_space, cfg.hidden,
-                              cfg.activation, cfg.norm_obs)
-            for name in self.trained
-        }).to(self.device)
-        # fused: one kernel for every parameter (4x faster than the per-tensor loop on the CPU).
-        self.optimizer = torch.optim.Adam(self.policies.parameters(), lr=cfg.lr, eps=1e-5, fused=True)
+        spec = EnvSpec(groups=dict(groups), num_agents=self.env.num_agents, obs_dim=self.env.obs_dim,
+                       num_envs=self.shard.size, env_offset=self.shard.lo, device=self.device)
+        # Initial weights from a generator of their own: the same on every rank, no global seed set.
+        init = torch.Generator().manual_seed(cfg.seed)
+        self.algo = ALGORITHMS[cfg.algo](cfg, spec, self.trained, cfg.seed, init)
         self.storage = self._storage(self.shard.size)
         # Two streams: the minibatch shuffle is drawn for the global rollout and must be identical on
-        # every rank; Box-head and random acting sample this rank's envs only.
+        # every rank; random acting samples this rank's envs only.
         self.generator = torch.Generator(self.device).manual_seed(cfg.seed)
         self.sample_generator = torch.Generator(self.device).manual_seed(cfg.seed + 1_000_003 * (1 + placement.rank))
         self.stats = EpisodeStats(self.shard.size, {n: g.agents for n, g in groups.items()},
                                   sorted(self.env.step_metrics()), self.device)
         self.timer = PhaseTimer(self.device)
-        # Categorical groups act through the fused actor op (counter RNG keyed by seed, global agent id
-        # and step: the same actions from the Triton kernel and its torch reference, however the envs
-        # are split over ranks); Box groups sample with the generator.
-        self.actors = {
-            name: FusedActor(self.policies[name], cfg.activation, cfg.policy_backend, cfg.seed,
-                             self.shard.lo, self.env.num_agents, groups[name].agents.start)
-            for name in self.trained if hasattr(self.policies[name].dist, "nvec")
-        }
-        random_policies = {n: RandomPolicy(g.action_space, self.device) for n, g in groups.items()}
-        self.actor = ActorFragment(groups, self.policies, self.actors, random_policies)
+        self.random_actor = RandomActor({n: g for n, g in groups.items() if n not in self.trained}, self.device)
+        self.baseline_actor = RandomActor(dict(groups), self.device)
         self.env_fragment = EnvFragment(self.env, self.stats)
         learner_shard = placement.learner_shard(cfg.num_envs)
-        self.learner = None
+        self.learn_context = None
         self.learner_storage = None
         if learner_shard is not None:
-            self.learner = LearnerFragment(cfg, groups, self.trained, self.policies, self.optimizer,
-                                           learner_shard, placement)
+            self.learn_context = LearnContext(learner_shard, placement.learner_comm(cfg.num_envs),
+                                              placement.reduce_gradients, self.generator, self.timer)
             self.learner_storage = (self.storage if learner_shard == self.shard
                                     else self._storage(learner_shard.size))
         self.step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.graphed = None
-        if cfg.cuda_graph and self.device.type == "cuda" and set(self.actors) == set(groups):
+        if cfg.cuda_graph and self.device.type == "cuda" and not self.random_actor.groups:
             self.graphed = GraphedRollout(lambda: self._rollout_steps(timed=False))
         self.iteration = 0
         self.env_steps = 0
         with nvtx_range("reset"):
             self.storage.start(self.env.reset())
-        placement.start(self)
+        self._weights_changed(placement.start(self.algo.weights()))
 
-    def _storage(self, num_envs: int) -> RolloutStorage:
-        first = self.policies[self.trained[0]]
-        return RolloutStorage(self.config.rollout_len, num_envs, self.env.num_agents, self.env.obs_dim,
-                              first.action_dims, first.action_dtype, self.config.frame_stack - 1, self.device)
+    def _storage(self, num_envs: int, steps: int | None = None, env=None) -> RolloutStorage:
+        env = env or self.env
+        return RolloutStorage(steps or self.config.rollout_len, num_envs, env.num_agents, env.obs_dim,
+                              env.action_dims, env.action_dtype, self.config.frame_stack - 1, self.device,
+                              self.algo.fields())
+
+    def _weights_changed(self, changed: bool) -> None:
+        if changed:
+            self.algo.sync_actors()
+
+    def backends(self) -> str:
+        """One line naming what runs acting, learning and the env kernels."""
+        b = self.algo.backends()
+        return (f"backends: acting={b.get('acting', '?')} learning={b.get('learning', '?')} "
+                f"env={self.env.target} kernels on {self.device}")
 
     # ---- one iteration ---------------------------------------------------------------------------
 
-    def iterate(self) -> dict[str, torch.Tensor]:
-        """Rollout, advantages, update. Returns per-group loss statistics (device tensors; the same on
-        every rank)."""
-        cfg = self.config
+    def iterate(self) -> torch.Tensor:
+        """Rollout, then the learner. Returns its statistics float32 [groups, len(stat_names)] (device
+        tensor; the same on every rank)."""
+        cfg, p, weights = self.config, self.placement, self.algo.weights()
         if cfg.anneal_lr:
-            for group in self.optimizer.param_groups:
+            for group in self.algo.optimizer.param_groups:
                 group["lr"] = cfg.lr * (1.0 - self.iteration / cfg.iters)
-        self.placement.before_rollout(self)
+        self._weights_changed(p.before_rollout(self.iteration, weights))
         with nvtx_range("rollout"):
             self.rollout()
         with self.timer.phase("communicate"):
-            self.placement.after_rollout(self)
-        losses = {}
-        if self.learner is not None:
-            losses = self.learner.run(self.learner_storage, self.generator, self.timer)
+            p.after_rollout(self.iteration, self.storage.buffers(),
+                            None if self.learner_storage is None else self.learner_storage.buffers())
+        stats = torch.zeros(len(self.trained), len(self.algo.stat_names), device=self.device)
+        if self.learn_context is not None:
+            stats = self.algo.learner.run(self.learner_storage, self.learn_context)
         with self.timer.phase("communicate"):
-            losses = self.placement.after_learn(self, losses)
+            stats, changed = p.after_learn(self.iteration, weights, stats)
         with self.timer.phase("learn"):
-            for actor in self.actors.values():  # the rollout reads weights from static buffers
-                actor.sync()
+            self.algo.sync_actors()  # the rollout reads weights from static buffers
         self.storage.roll_over()
         self.iteration += 1
         self.env_steps += cfg.num_envs * cfg.rollout_len
-        return losses
+        return stats
 
     def rollout(self) -> None:
         """T steps of act + env + bookkeeping; on CUDA (``cuda_graph``) one graph replay after warm-up,
@@ -155,12 +147,20 @@ class Trainer:
         with self.timer.phase("rollout"):
             self.graphed()
 
+    def _act(self, s: RolloutStorage, t: int, step: torch.Tensor, generator: torch.Generator,
+             random: bool = False, seed: torch.Tensor | None = None) -> None:
+        if random:
+            self.baseline_actor.run(s, t, generator)
+            return
+        self.random_actor.run(s, t, generator)
+        self.algo.actor.run(s, t, step, seed)
+
     def _rollout_steps(self, timed: bool) -> None:
         s, env = self.storage, self.env_fragment
         phase = self.timer.phase if timed else (lambda name: nvtx_range(name))
         for t in range(s.steps):
             with phase("act"):
-                self.actor.run(s, t, self.step_counter, self.sample_generator)
+                self._act(s, t, self.step_counter, self.sample_generator)
                 self.step_counter += 1
             with phase("env"):
                 env.step(s, t)
@@ -175,22 +175,22 @@ class Trainer:
         on a fresh copy of this rank's envs seeded ``seed``, until ``min_episodes`` episodes have
         finished over all ranks (collective: every rank calls it).
 
-        Training state (env, storage, generator, accumulators) is untouched. Reads the episode count
+        Training state (env, storage, generators, accumulators) is untouched. Reads the episode count
         from the device once per ``rollout_len`` steps.
         """
         cfg = self.config
         env = make(cfg.env, num_envs=self.shard.size, device=self.device, seed=seed, autoreset=True,
                    validate=False, env_id_offset=self.shard.lo, **cfg.env_params)
-        s = RolloutStorage(1, self.shard.size, env.num_agents, env.obs_dim, self.storage.actions.shape[-1],
-                           self.storage.actions.dtype, self.storage.history, self.device)
+        s = self._storage(self.shard.size, steps=1, env=env)
         stats = EpisodeStats(self.shard.size, self.stats.groups, self.stats.metric_names, self.device)
         stepper = EnvFragment(env, stats)
         generator = torch.Generator(self.device).manual_seed(seed + 1_000_003 * self.placement.rank)
         step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
+        policy_seed = seed_tensor(seed, self.device)
         s.start(env.reset())
         results: dict[str, float] = {}
         for step in range(1, max_steps + 1):
-            self.actor.run(s, 0, step_counter, generator, random=random, seed=seed)
+            self._act(s, 0, step_counter, generator, random=random, seed=policy_seed)
             step_counter += 1
             stepper.step(s, 0)
             stepper.bookkeeping(s, 0)
@@ -210,14 +210,14 @@ class Trainer:
         cfg = self.config
         env = make(cfg.env, num_envs=1, device=self.device, seed=seed, autoreset=False, validate=False,
                    **cfg.env_params)
-        s = RolloutStorage(1, 1, env.num_agents, env.obs_dim, self.storage.actions.shape[-1],
-                           self.storage.actions.dtype, self.storage.history, self.device)
+        s = self._storage(1, steps=1, env=env)
         generator = torch.Generator(self.device).manual_seed(seed)
         step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
+        policy_seed = seed_tensor(seed, self.device)
         s.start(env.reset())
 
         def step():
-            self.actor.run(s, 0, step_counter, generator, random=random, seed=seed)
+            self._act(s, 0, step_counter, generator, random=random, seed=policy_seed)
             step_counter.add_(1)
             env.step(s.actions[0], out=s.step_outputs(0))
             s.mark_starts(0)
@@ -236,7 +236,7 @@ class Trainer:
         """Everything needed to continue this run bit-identically (tensors on the CPU), with the env
         state of all ranks' envs in global order. Collective: every rank calls it; the main rank gets
         the dict, the others None."""
-        self.placement.settle(self)
+        self._weights_changed(self.placement.settle(self.algo.weights()))
         s, H, comm = self.storage, self.storage.history, self.placement.comm
         env_state = {f.name: comm.gather_cat(getattr(self.env.state, f.name), 0)
                      for f in dataclasses.fields(self.env.state)}
@@ -246,17 +246,15 @@ class Trainer:
         totals = comm.all_reduce_(torch.cat([stats["done_sum"], stats["done_count"].view(1)]))
         if not self.placement.is_main:
             return None
-        cpu = lambda t: t.cpu()  # noqa: E731
-        return {
+        return _to_cpu({
             "config": self.config.to_dict(), "iteration": self.iteration, "env_steps": self.env_steps,
-            "policies": {k: cpu(v) for k, v in self.policies.state_dict().items()},
-            "optimizer": self.optimizer.state_dict(), "generator": cpu(self.generator.get_state()),
-            "sample_generator": cpu(self.sample_generator.get_state()), "step_counter": cpu(self.step_counter),
-            "env_state": {k: cpu(v) for k, v in env_state.items()}, "history_obs": cpu(history_obs),
-            "history_starts": cpu(history_starts),
-            "episode_stats": {"running": cpu(running), "done_sum": cpu(totals[:-1]), "done_count": cpu(totals[-1])},
+            "algorithm": self.config.algo, "algo_state": self.algo.state_dict(),
+            "generator": self.generator.get_state(), "sample_generator": self.sample_generator.get_state(),
+            "step_counter": self.step_counter, "env_state": env_state, "history_obs": history_obs,
+            "history_starts": history_starts,
+            "episode_stats": {"running": running, "done_sum": totals[:-1], "done_count": totals[-1]},
             "world_size": self.placement.world_size, "dist": self.placement.name,
-        }
+        })
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from ``state`` (a checkpoint of a run with the same config, saved with any number of
@@ -265,36 +263,47 @@ class Trainer:
         saved_envs = state["history_obs"].shape[1]
         if saved_envs != self.shard.total:
             raise ValueError(f"checkpoint holds {saved_envs} envs, this run has num_envs={self.shard.total}")
+        if state["algorithm"] != self.config.algo:
+            raise ValueError(f"checkpoint was saved by algorithm {state['algorithm']!r}, this run is {self.config.algo!r}")
         for name, tensor in state["env_state"].items():
             getattr(self.env.state, name).copy_(tensor[lo:hi])
         s.obs[:H + 1].copy_(state["history_obs"][:, lo:hi])
         s.starts[:H + 1].copy_(state["history_starts"][:, lo:hi])
-        self.policies.load_state_dict(state["policies"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.algo.load_state_dict(state["algo_state"])
         self.generator.set_state(state["generator"])
         if self.placement.is_main:  # other ranks keep their own acting stream
             self.sample_generator.set_state(state["sample_generator"])
         self.step_counter.copy_(state["step_counter"])
-        for actor in self.actors.values():
-            actor.sync()
         stats = state["episode_stats"]
         main = self.placement.is_main  # the finished-episode sums are counted once, on the main rank
         self.stats.load_state_dict({"running": stats["running"][lo:hi],
                                     "done_sum": stats["done_sum"] * main, "done_count": stats["done_count"] * main})
         self.iteration, self.env_steps = int(state["iteration"]), int(state["env_steps"])
-        self.placement.start(self)
+        self._weights_changed(self.placement.start(self.algo.weights()))
+        self.algo.sync_actors()
 
     # ---- reading results (host reads: once per log interval) -------------------------------------
 
-    def read_losses(self, losses: dict[str, torch.Tensor]) -> dict[str, float]:
-        """Loss statistics as floats; raises NonFiniteLossError naming the iteration on NaN/Inf."""
+    def read_losses(self, stats: torch.Tensor) -> dict[str, float]:
+        """The learner's statistics as floats; raises NonFiniteLossError naming the iteration on NaN/Inf."""
+        names = self.algo.stat_names
         out = {}
-        for name, stats in losses.items():
-            values = stats.tolist()  # host-ok: once per iteration, after the update
-            for stat, v in zip(STAT_NAMES, values):
-                out[f"{stat}/{name}"] = v
-            bad = [stat for stat, v in zip(STAT_NAMES, values) if not math.isfinite(v)]
+        for group, values in zip(self.trained, stats.tolist()):  # host-ok: once per iteration, after the update
+            for stat, v in zip(names, values):
+                out[f"{stat}/{group}"] = v
+            bad = [stat for stat, v in zip(names, values) if not math.isfinite(v)]
             if bad:
                 raise NonFiniteLossError(f"iteration {self.iteration}: non-finite {', '.join(bad)} in group "
-                                         f"{name!r} ({dict(zip(STAT_NAMES, values))}); stopping the run")
+                                         f"{group!r} ({dict(zip(names, values))}); stopping the run")
         return out
+
+
+def _to_cpu(value):
+    """``value`` with every tensor (in nested dicts and lists) copied to the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_cpu(v) for v in value)
+    return value

@@ -8,18 +8,14 @@ import numpy as np
 import pettingzoo
 import torch
 
-from ..simple_tag import SimpleTag
 from ._common import check_host_actions, host_copy, is_discrete, observation_space
-
-#: simple_tag's agents carry mpe2's names (adversary_0.., agent_0..), so code written for mpe2 runs as is.
-MPE2_PREFIXES = {"adversary": "adversary", "good": "agent"}
 
 
 def default_prefixes(env) -> dict[str, str]:
-    """Group name -> agent name prefix: mpe2's for simple_tag, the group name otherwise."""
-    if isinstance(env, SimpleTag):
-        return dict(MPE2_PREFIXES)
-    return {name: name for name in env.groups}
+    """Group name -> agent name prefix: the env's own ``agent_prefixes`` (simple_tag declares mpe2's
+    ``adversary``/``agent``), the group name for groups it does not name."""
+    own = getattr(env, "agent_prefixes", None) or {}
+    return {name: own.get(name, name) for name in env.groups}
 
 
 class ParallelEnv(pettingzoo.ParallelEnv):
@@ -33,8 +29,8 @@ class ParallelEnv(pettingzoo.ParallelEnv):
     where PettingZoo expects it: ``agents`` empties, and ``reset()`` starts the next one.
 
     Agents are named ``f"{prefix}_{k}"``, ``k`` counting within the group, in gpurl's agent order;
-    ``prefix`` comes from ``agent_prefixes`` (group -> prefix, default: mpe2's ``adversary``/``agent``
-    for simple_tag, the group name otherwise). Per agent:
+    ``prefix`` comes from ``agent_prefixes`` (group -> prefix, default: the env's own ``agent_prefixes``,
+    e.g. mpe2's ``adversary``/``agent`` for simple_tag, else the group name). Per agent:
 
     - observation: float32 numpy ``[group obs_dim]`` (the padded row is cut to the group's ``obs_dim``);
     - action: an element of ``action_space(agent)`` (the group's space; a copy per agent so that

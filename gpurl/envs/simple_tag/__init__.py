@@ -1,4 +1,4 @@
-"""``simple_tag``: MPE's predator-prey as in mpe2 1.1.1, exact up to float32 (shared/specs/simple_tag.md)."""
+"""``simple_tag``: MPE's predator-prey as in mpe2 1.1.1, exact up to float32 (docs/specs/simple_tag.md)."""
 from .env import SimpleTag, SimpleTagState
 from .params import SimpleTagParams
 

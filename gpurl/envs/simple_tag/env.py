@@ -14,6 +14,7 @@ from ..spaces import Group
 from .env_major import num_calls, simple_tag_env_major
 from .kernels import simple_tag_reset, simple_tag_step
 from .layout import SimpleTagArrays, make_consts
+from . import draw
 from .params import NUM_MOVES, SimpleTagParams
 
 #: target -> (step kernel, reset kernel): thread-per-agent phases on CUDA, one env-major kernel for both on
@@ -22,9 +23,9 @@ KERNELS = {"cuda": (simple_tag_step, simple_tag_reset), "cpu": (simple_tag_env_m
 
 #: A CPU batch of at least FIXED_SIZE_MIN_ENVS envs of a world with at most FIXED_SIZE_LIMIT agents and
 #: as many obstacles gets a build of its own with the sizes compiled in (physics.SIMPLE_TAG_AGENTS): the
-#: 3v1v2 step ran 1.5x faster, for one more compile (~15-40 s on 2 vCPUs) per world size, which only a
-#: large batch repays. Other batches share the build with run-time sizes; both builds compute the same bits.
-#: The large batches also step FIXED_SIZE_CHUNK envs per call (env_major.SIMPLE_TAG_CHUNK; 1.03x).
+#: step is faster, for one more compile (tens of seconds) per world size, which only a large batch repays.
+#: Other batches share the build with run-time sizes; both builds compute the same bits. The large
+#: batches also step FIXED_SIZE_CHUNK envs per call (env_major.SIMPLE_TAG_CHUNK), fewer calls per step.
 FIXED_SIZE_LIMIT = 16
 FIXED_SIZE_MIN_ENVS = 256
 FIXED_SIZE_CHUNK = 64
@@ -52,12 +53,16 @@ class SimpleTagState:
 
 
 class SimpleTag(KernelEnv):
-    """MPE simple_tag as in mpe2 1.1.1 (shared/specs/simple_tag.md).
+    """MPE simple_tag as in mpe2 1.1.1 (docs/specs/simple_tag.md).
 
     Agents 0..A-1 are the group ``"adversary"``, A..N-1 the group ``"good"``. ``env.obs_dim`` is the
     adversaries' observation size; a good agent's row is 2 shorter and ends in 2 zeros. Box actions are
     clipped into [0, 1] as in mpe2; with ``validate=True`` a NaN action is an error (mpe2 raises too).
     """
+
+    draw_frame = staticmethod(draw.draw_frame)  # gpurl.render draws episodes with it
+    #: PettingZoo agent names: mpe2's prefixes, so code written for mpe2 runs as is
+    agent_prefixes = {"adversary": "adversary", "good": "agent"}
 
     def __init__(self, *, num_envs=1024, device="cpu", seed=0, autoreset=True, validate=True,
                  env_id_offset=0, target=None, **env_params):
@@ -146,7 +151,7 @@ class SimpleTag(KernelEnv):
             self._discrete_actions.copy_(actions)
             action_view = self._discrete_actions_view
         else:  # Box actions, or a fixed-size build: compiled per action dtype, it reads int indices as they
-            action_view = self._view(actions)  # come (2% faster at 4096 envs than the float32 copy)
+            action_view = self._view(actions)  # come (no float32 copy per step)
         if self._direct_step is not None and out is None:
             self._direct_step((action_view.dtype, action_view.ndim), self._launch_envs, self.num_agents, arrays,
                               self._consts, action_view)

@@ -3,14 +3,14 @@
 The device functions of the CUDA layout (:mod:`.physics`), looped over an env's agents inside one phase,
 because a toolkit phase costs one call per env that pushes every field of every argument array
 (~150 values); for the same reason each call handles ENVS_PER_CALL consecutive envs (the launch passes
-the number of such chunks as its env count). That call took 8x the time of the 3v1v2 step itself in the
-seven-phase layout, ~20% in a one-env-per-call env-major phase. The float operations are the CUDA
+the number of such chunks as its env count). That call cost several times the 3v1v2 step itself in the
+seven-phase layout, and still a fifth of it with one env per call. The float operations are the CUDA
 layout's, in the same order, so both builds compute the same numbers (up to the GPU's FMA contraction);
 the forces take each agent pair once (:func:`~.physics.simple_tag_all_forces`, bit for bit the same).
 
 One kernel serves ``reset`` and ``step`` (``c.reset``), with one call site of the draw and of the
-observation: every toolkit build, and every inlined call site in it, costs compile time (~15-40 s for
-this kernel on a 2-vCPU machine).
+observation: every toolkit build, and every inlined call site in it, costs compile time (tens of
+seconds for this kernel).
 """
 import numpy as np
 

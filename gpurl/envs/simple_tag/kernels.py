@@ -2,8 +2,8 @@
 
 The CUDA build launches :data:`simple_tag_step` / :data:`simple_tag_reset`; the CPU build launches the
 env-major kernel of :mod:`.env_major` instead (the toolkit's CPU build calls every phase once per env
-with every argument array, which made this seven-phase layout 8x slower on the CPU than one env-major
-phase). Both are built from the device functions of :mod:`.physics`.
+with every argument array, which made this seven-phase layout several times slower on the CPU than one
+env-major phase). Both are built from the device functions of :mod:`.physics`.
 
 Every phase takes ``(e, [i,] s, c, actions)``: env e, agent i, ``s`` = :class:`SimpleTagArrays`,
 ``c`` = :class:`SimpleTagConsts`, ``actions`` float32 [E, N, 1] (Discrete, as float32) or [E, N, 5] (Box).

@@ -1,4 +1,4 @@
-"""Parameters and constants of ``simple_tag`` (shared/specs/simple_tag.md): defaults, validation, sizes."""
+"""Parameters and constants of ``simple_tag`` (docs/specs/simple_tag.md): defaults, validation, sizes."""
 from __future__ import annotations
 
 import dataclasses

@@ -49,7 +49,7 @@ _OBSTACLE_LOW, _OBSTACLE_SPAN = f32(-P.OBSTACLE_RESET_RANGE), f32(2 * P.OBSTACLE
 
 #: Compile-time world sizes of a build, all three fixed together when SIMPLE_TAG_AGENTS > 0 (else read at
 #: run time; L may be 0). With them fixed, LLVM unrolls the loops over agents and obstacles and keeps an
-#: env's positions in registers: the 3v1v2 CPU step ran 1.5x faster.
+#: env's positions in registers.
 SIMPLE_TAG_AGENTS = 0
 SIMPLE_TAG_OBSTACLES = 0
 SIMPLE_TAG_ADVERSARIES = 0
@@ -256,7 +256,7 @@ def simple_tag_observe(pos, vel, landmarks, i, c, row):
     other good agents' v; a good agent's row is 2 shorter than the adversaries' and ends in zeros.
 
     Unsigned indices: Numba adds a negative-index fixup to every signed index it cannot prove >= 0 (the
-    running slot k); without it this function ran 25% faster on the CPU.
+    running slot k), which costs this function a good share of its CPU time.
     """
     num_agents = np.uint64(simple_tag_agents(pos.shape[0]))
     me = np.uint64(i)

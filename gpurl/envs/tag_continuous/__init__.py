@@ -1,4 +1,4 @@
-"""``tag_continuous``: WarpDrive's continuous Tag, exact and GPU-resident (shared/specs/tag_continuous.md)."""
+"""``tag_continuous``: WarpDrive's continuous Tag, exact and GPU-resident (docs/specs/tag_continuous.md)."""
 from .env import TagContinuous, TagContinuousState
 from .params import TAG_5V1000, TAG_10V100, TagContinuousParams
 

@@ -14,6 +14,7 @@ from ..base import KernelEnv, StepOutputs
 from ..spaces import Group
 from .kernels import tag_reset, tag_step
 from .layout import TagArrays, make_consts
+from . import draw
 from .params import TagContinuousParams, action_table
 
 
@@ -33,7 +34,9 @@ class TagContinuousState:
 
 
 class TagContinuous(KernelEnv):
-    """Continuous tag (shared/specs/tag_continuous.md): taggers are agents 0..T-1, runners T..N-1."""
+    """Continuous tag (docs/specs/tag_continuous.md): taggers are agents 0..T-1, runners T..N-1."""
+
+    draw_frame = staticmethod(draw.draw_frame)  # gpurl.render draws episodes with it
 
     def __init__(self, *, num_envs=1024, device="cpu", seed=0, autoreset=True, validate=True,
                  env_id_offset=0, target=None, **env_params):

@@ -1,4 +1,4 @@
-"""Parameters of ``tag_continuous`` (shared/specs/tag_continuous.md): defaults, validation, tables."""
+"""Parameters of ``tag_continuous`` (docs/specs/tag_continuous.md): defaults, validation, tables."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,4 +1,4 @@
-"""``tag_gridworld``: WarpDrive's discrete gridworld Tag, GPU-resident (shared/specs/tag_gridworld.md)."""
+"""``tag_gridworld``: WarpDrive's discrete gridworld Tag, GPU-resident (docs/specs/tag_gridworld.md)."""
 from .env import TagGridworld, TagGridworldState
 from .params import TAG_GRID_4, TAG_GRID_LARGE, TagGridworldParams
 

@@ -13,6 +13,7 @@ from ..spaces import Group
 from .cuda_c import GridCudaC, cuda_c_module
 from .kernels import gridworld_step
 from .layout import GridArrays, make_consts
+from . import draw
 from .params import TagGridworldParams, reward_table
 
 
@@ -27,7 +28,7 @@ class TagGridworldState:
 
 
 class TagGridworld(KernelEnv):
-    """Discrete grid tag (shared/specs/tag_gridworld.md): taggers are agents 0..T-1, the runner is agent T.
+    """Discrete grid tag (docs/specs/tag_gridworld.md): taggers are agents 0..T-1, the runner is agent T.
 
     Actions ``Discrete(5)``: 0 stay, 1 x+1, 2 x-1, 3 y+1, 4 y-1; ``[E, N]`` or ``[E, N, 1]`` int32/int64
     (with ``validate=False`` nothing checks them; an unknown action then stays put). Returned tensors are
@@ -36,6 +37,8 @@ class TagGridworld(KernelEnv):
     ``kernel_source``: ``"numba"`` (default; CPU and CUDA) or ``"cuda_c"``: the same kernel written in CUDA C
     (``tag_gridworld.cu``, launched through CuPy on torch's stream; CUDA devices only), bit for bit the same.
     """
+
+    draw_frame = staticmethod(draw.draw_frame)  # gpurl.render draws episodes with it
 
     def __init__(self, *, num_envs=1024, device="cpu", seed=0, autoreset=True, validate=True,
                  env_id_offset=0, target=None, kernel_source="numba", **env_params):

@@ -1,4 +1,4 @@
-"""Parameters of ``tag_gridworld`` (shared/specs/tag_gridworld.md): defaults, validation, reward table."""
+"""Parameters of ``tag_gridworld`` (docs/specs/tag_gridworld.md): defaults, validation, reward table."""
 from __future__ import annotations
 
 import dataclasses

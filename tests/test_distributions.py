@@ -1,5 +1,5 @@
-"""Policy action distributions (gpurl/train/distributions.py) against torch.distributions, and the
-ActorCritic heads (gpurl/train/policy.py) they serve."""
+"""Policy action distributions (gpurl/algos/distributions.py) against torch.distributions, and the
+ActorCritic heads (gpurl/algos/nets.py) they serve."""
 from __future__ import annotations
 
 import gymnasium
@@ -7,8 +7,9 @@ import pytest
 import torch
 from torch.distributions import Categorical, Normal
 
-from gpurl.train.distributions import Categoricals, DiagGaussian
-from gpurl.train.policy import ActorCritic
+from gpurl.algos.distributions import Categoricals, DiagGaussian
+from gpurl.algos.nets import ActorCritic
+from gpurl.fusion.counter_rng import seed_tensor
 
 pytestmark = pytest.mark.cpu
 
@@ -48,7 +49,7 @@ def test_categoricals_sample_range_log_prob_and_frequencies(nvec):
     dist = Categoricals(nvec)
     row = torch.randn(sum(nvec), generator=torch.Generator().manual_seed(1))
     logits = row.expand(B, -1).contiguous()
-    actions, log_prob = dist.sample(logits, NO_LOG_STD, torch.Generator().manual_seed(2))
+    actions, log_prob = dist.sample(logits, NO_LOG_STD, torch.rand(B, len(nvec), generator=torch.Generator().manual_seed(2)))
 
     assert actions.dtype == torch.int64 and actions.shape == (B, len(nvec))
     for h, n in enumerate(nvec):
@@ -61,13 +62,16 @@ def test_categoricals_sample_range_log_prob_and_frequencies(nvec):
 
 
 @HEADS
-def test_categoricals_sampling_follows_the_generator(nvec):
+def test_categoricals_inverse_cdf_takes_the_first_action_whose_cdf_reaches_u(nvec):
+    """Uniforms just below and just above a CDF step pick the actions on either side of it."""
     dist = Categoricals(nvec)
-    logits = torch.randn(64, sum(nvec), generator=torch.Generator().manual_seed(3))
-    draw = lambda seed: dist.sample(logits, NO_LOG_STD, torch.Generator().manual_seed(seed))  # noqa: E731
-    (a1, lp1), (a2, lp2), (a3, _) = draw(7), draw(7), draw(8)
-    assert torch.equal(a1, a2) and torch.equal(lp1, lp2)
-    assert not torch.equal(a1, a3)  # the seed matters: the equality above is not vacuous
+    logits = torch.randn(1, sum(nvec), generator=torch.Generator().manual_seed(3))
+    cdfs = [torch.softmax(part, -1).cumsum(-1) for part in logits.split(nvec, -1)]
+    for k in range(min(nvec) - 1):
+        below = torch.tensor([[cdf[0, k].item() - 1e-4 for cdf in cdfs]])
+        above = torch.tensor([[cdf[0, k].item() + 1e-4 for cdf in cdfs]])
+        assert dist.sample(logits, NO_LOG_STD, below)[0].tolist() == [[k] * len(nvec)]
+        assert dist.sample(logits, NO_LOG_STD, above)[0].tolist() == [[k + 1] * len(nvec)]
 
 
 def test_categoricals_reject_empty_or_zero_heads():
@@ -95,7 +99,7 @@ def test_diag_gaussian_sample_log_prob_and_moments():
     dist = DiagGaussian(D)
     mean = torch.tensor([1.0, -2.0, 0.0]).expand(B, D)
     log_std = torch.tensor([-0.5, 0.0, 0.7])
-    actions, log_prob = dist.sample(mean, log_std, torch.Generator().manual_seed(5))
+    actions, log_prob = dist.sample(mean, log_std, torch.rand(B, 2 * D, generator=torch.Generator().manual_seed(5)))
     assert actions.dtype == torch.float32 and actions.shape == (B, D)
     torch.testing.assert_close(log_prob, dist.log_prob_entropy(mean, log_std, actions)[0], rtol=0, atol=1e-4)
     # Standard errors are ~0.015 (means) and ~0.01 (stds) at the largest std exp(0.7) ~ 2.
@@ -113,15 +117,14 @@ SPACES = {
 @pytest.mark.parametrize("name", list(SPACES))
 def test_actor_critic_act_and_evaluate_shapes(name):
     space, action_dims, dtype = SPACES[name]
-    torch.manual_seed(0)
-    policy = ActorCritic(6, space, widths=(8, 8))
+    policy = ActorCritic(6, space, widths=(8, 8), generator=torch.Generator().manual_seed(0))
     assert policy.action_dims == action_dims and policy.action_dtype == dtype
     B = 5
     obs = torch.randn(B, 6, generator=torch.Generator().manual_seed(6))
-    action, log_prob, value = policy.act(obs, torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        action, log_prob, value = policy.act(obs, torch.arange(B), torch.tensor([7]), seed_tensor(1, "cpu"))
     assert action.shape == (B, action_dims) and action.dtype == dtype
     assert log_prob.shape == value.shape == (B,) and log_prob.dtype == value.dtype == torch.float32
-    assert not log_prob.requires_grad  # act builds no graph
     if dtype == torch.int64:
         high = torch.as_tensor(space.nvec if hasattr(space, "nvec") else [space.n]).view(1, -1)
         assert bool(((action >= 0) & (action < high)).all())

@@ -150,8 +150,12 @@ class _OwnProcess:
 
 def _alternate(cfg, say, own_process: bool) -> dict:
     """One seed: gpurl and the baseline alternating iteration by iteration."""
+    import torch
+
+    from gpurl.train.process import configure_process
     from gpurl.train.trainer import Trainer
 
+    configure_process(cfg.torch_threads, torch.device(cfg.device or "cpu"))
     gp = Trainer(cfg)
     jx = (_OwnProcess if own_process else _InProcess)(cfg)
     try:

@@ -1,4 +1,5 @@
-"""Uniformly random actions of a Gymnasium space, drawn on the device (the baseline policy)."""
+"""Uniformly random actions of a Gymnasium space, drawn on the device (the random baseline, untrained
+groups, random episodes to draw)."""
 from __future__ import annotations
 
 import gymnasium
@@ -6,7 +7,7 @@ import numpy as np
 import torch
 
 
-class RandomPolicy:
+class RandomActions:
     """Uniform per categorical head; uniform in a bounded Box, standard normal in an unbounded one.
 
     The space's bounds are copied to the device once, here, not per step.
@@ -35,3 +36,11 @@ class RandomPolicy:
         if self.bounded:
             return self.low + self.span * torch.rand(shape, device=device, generator=generator)
         return torch.randn(shape, device=device, generator=generator)
+
+
+def action_columns(space: gymnasium.Space) -> int:
+    """Columns of one agent's action: 1 for Discrete, one per head or Box dimension otherwise."""
+    return int(np.prod(space.shape)) if space.shape else 1
+
+
+__all__ = ["RandomActions", "action_columns"]

@@ -1,10 +1,13 @@
-"""Actor-critic policies: one per agent group, shared by the group's agents.
+"""Networks of the policy-gradient algorithms: one actor-critic per agent group, shared by its agents.
 
-An actor MLP maps an observation row to every action head's parameters (the logits of each
-categorical head of a Discrete/MultiDiscrete space, concatenated; the mean of a Box space); a critic
-MLP of the same widths maps it to a value. Actor and critic are separate networks (as in CleanRL):
-Tag's rewards of +-10 per tag give value targets in the tens, whose gradients would swamp the policy's
-in a shared trunk.
+An actor MLP maps an input row to every action head's parameters (the logits of each categorical
+head of a Discrete/MultiDiscrete space, concatenated; the mean of a Box space); a critic MLP of the
+same widths maps it to a value. Actor and critic are separate networks (as in CleanRL): Tag's rewards
+of +-10 per tag give value targets in the tens, whose gradients would swamp the policy's in a shared
+trunk.
+
+:meth:`ActorCritic.act` is the one definition of acting: normalise, actor MLP, sample with the counter
+RNG. The fused Triton actor (``gpurl.fusion.actor``) and the compiled CPU path are held to it.
 """
 from __future__ import annotations
 
@@ -15,25 +18,27 @@ import gymnasium
 import torch
 from torch import nn
 
+from ..fusion.activations import ACTIVATIONS
+from ..fusion.counter_rng import uniform_ref
 from .distributions import Categoricals, DiagGaussian
-from ..fusion.fast_tanh import Tanh
-
-# Tanh: torch.tanh on the GPU, a vectorised rational approximation on the CPU (see fast_tanh).
-ACTIVATIONS = {"tanh": Tanh, "relu": nn.ReLU}
 
 
-def mlp(in_dim: int, widths: Sequence[int], out_dim: int, activation: str, out_gain: float) -> nn.Sequential:
-    """Linear layers ``in_dim -> widths... -> out_dim`` with orthogonal init (PPO's usual gains)."""
+def mlp(in_dim: int, widths: Sequence[int], out_dim: int, activation: str, out_gain: float,
+        generator: torch.Generator | None = None) -> nn.Sequential:
+    """Linear layers ``in_dim -> widths... -> out_dim``, orthogonal init (PPO's usual gains) drawn
+    from ``generator`` (the global RNG when None; a given generator leaves the global one untouched)."""
     layers: list[nn.Module] = []
     dims = [in_dim, *widths]
     for a, b in zip(dims[:-1], dims[1:]):
-        layers += [_orthogonal(nn.Linear(a, b), math.sqrt(2)), ACTIVATIONS[activation]()]
-    layers.append(_orthogonal(nn.Linear(dims[-1], out_dim), out_gain))
+        layers += [_orthogonal(a, b, math.sqrt(2), generator), ACTIVATIONS[activation]()]
+    layers.append(_orthogonal(dims[-1], out_dim, out_gain, generator))
     return nn.Sequential(*layers)
 
 
-def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
-    nn.init.orthogonal_(layer.weight, gain)
+def _orthogonal(in_features: int, out_features: int, gain: float, generator: torch.Generator | None) -> nn.Linear:
+    # skip_init: nn.Linear's own (Kaiming) init would draw from the global RNG, only to be overwritten.
+    layer = nn.utils.skip_init(nn.Linear, in_features, out_features)
+    nn.init.orthogonal_(layer.weight, gain, generator=generator)
     nn.init.zeros_(layer.bias)
     return layer
 
@@ -54,7 +59,7 @@ def make_distribution(space: gymnasium.Space):
 
 
 class RunningNorm(nn.Module):
-    """Observation normalisation with running mean and variance (buffers: saved with the policy).
+    """Input normalisation with running mean and variance (buffers: saved with the policy).
 
     Updated between iterations from the rollout just collected (``update``), never during one, so the
     update phase sees exactly the inputs the rollout acted on.
@@ -68,7 +73,7 @@ class RunningNorm(nn.Module):
         self.register_buffer("count", torch.tensor(1e-4))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return ((x - self.mean) * torch.rsqrt(self.var + 1e-8)).clamp_(-self.clip, self.clip)
+        return ((x - self.mean) * torch.rsqrt(self.var + 1e-8)).clamp(-self.clip, self.clip)
 
     @torch.no_grad()
     def update(self, x: torch.Tensor, comm=None) -> None:
@@ -98,14 +103,15 @@ class ActorCritic(nn.Module):
     """
 
     def __init__(self, in_dim: int, space: gymnasium.Space, widths: Sequence[int] = (64, 64),
-                 activation: str = "tanh", norm_obs: bool = True):
+                 activation: str = "tanh", norm_obs: bool = True, generator: torch.Generator | None = None):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.in_dim = in_dim
+        self.activation = activation
         self.dist = make_distribution(space)
-        self.actor = mlp(in_dim, widths, self.dist.num_params, activation, out_gain=0.01)
-        self.critic = mlp(in_dim, widths, 1, activation, out_gain=1.0)
+        self.actor = mlp(in_dim, widths, self.dist.num_params, activation, 0.01, generator)
+        self.critic = mlp(in_dim, widths, 1, activation, 1.0, generator)
         # Box heads learn a state-independent log standard deviation (empty for categorical heads).
         self.log_std = nn.Parameter(torch.zeros(self.dist.num_log_std))
         self.obs_norm = RunningNorm(in_dim) if norm_obs else nn.Identity()
@@ -121,15 +127,28 @@ class ActorCritic(nn.Module):
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(self.obs_norm(obs)).squeeze(-1)
 
-    def act(self, obs: torch.Tensor, generator: torch.Generator | None = None):
-        """Sample actions: ``(action [B, action_dims], log_prob [B], value [B])``, no autograd graph."""
-        with torch.no_grad():
-            x = self.obs_norm(obs)
-            action, log_prob = self.dist.sample(self.actor(x), self.log_std, generator)
-            return action, log_prob, self.critic(x).squeeze(-1)
+    def act(self, obs: torch.Tensor, agent_ids: torch.Tensor, step: torch.Tensor, seed: torch.Tensor):
+        """Sample actions: ``(action [B, action_dims], log_prob [B], value [B])``.
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor):
-        """``(log_prob [B], entropy [B], value [B])`` of given actions, with gradients."""
+        The uniforms come from the counter RNG keyed by ``seed`` (int64 [2]: the low and high 32
+        bits), ``agent_ids`` (int64 [B], global agent ids), ``step`` (int64 [1]) and the head."""
         x = self.obs_norm(obs)
+        heads = torch.arange(self.dist.num_uniforms, device=obs.device)
+        u = uniform_ref(seed, agent_ids.unsqueeze(1), step, heads)
+        action, log_prob = self.dist.sample(self.actor(x), self.log_std, u)
+        return action, log_prob, self.critic(x).squeeze(-1)
+
+    def normalize(self, obs: torch.Tensor) -> torch.Tensor:
+        """The networks' input: ``obs`` normalised by the running statistics (none with norm_obs off)."""
+        return self.obs_norm(obs)
+
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, normalized: bool = False):
+        """``(log_prob [B], entropy [B], value [B])`` of given actions, with gradients. ``normalized``:
+        ``obs`` is already :meth:`normalize`'s output (a learner whose statistics are fixed during an
+        update normalises its whole batch once)."""
+        x = obs if normalized else self.obs_norm(obs)
         log_prob, entropy = self.dist.log_prob_entropy(self.actor(x), self.log_std, actions)
         return log_prob, entropy, self.critic(x).squeeze(-1)
+
+
+__all__ = ["ActorCritic", "RunningNorm", "make_distribution", "mlp"]

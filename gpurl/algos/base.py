@@ -1,0 +1,158 @@
+"""The algorithm interface: what an algorithm declares, and all the trainer and the distribution
+policies know of it.
+
+An algorithm is a plug-in (MSRL's fragments, with torch buffers as the interface):
+- :meth:`Algorithm.fields`: the per-step buffers its actor writes into the rollout storage beside the
+  env's own (log-prob, value, hidden state, Q-values, ...), as :class:`Field` declarations;
+- :attr:`Algorithm.actor`: its acting step, a fragment that reads the policy input at slot t and writes
+  the actions and its fields at slot t (:class:`ActorFragment`);
+- :attr:`Algorithm.learner`: its learning step, a fragment over a rollout storage (or, for off-policy
+  algorithms, over a replay buffer it fills from that storage), given a :class:`LearnContext`
+  (:class:`LearnerFragment`);
+- :meth:`Algorithm.weights`, :meth:`Algorithm.sync_actors`: the tensors actors read and the learner
+  changes (what a distribution policy broadcasts, all-reduces or checks), and the hook that refreshes
+  whatever the acting step derives from them (packed copies for a fused kernel);
+- :meth:`Algorithm.state_dict` / :meth:`Algorithm.load_state_dict`: its checkpoint state.
+
+No algorithm knows the world size: the learner sums what must be summed over ranks through
+``ctx.comm`` and ``ctx.reduce_gradients``, which are no-ops on one device. docs/design.md sketches how
+a centralized critic, a recurrent policy and an off-policy learner fit this interface.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Protocol
+
+import torch
+from torch import nn
+
+from ..envs.spaces import Group
+from ..multigpu.placement import EnvShard
+
+
+@dataclass(frozen=True)
+class Field:
+    """A per-step buffer of the rollout storage, written by an actor fragment.
+
+    Allocated once as ``[T + extra_steps, E, N, *shape]`` of ``dtype`` (per agent) or
+    ``[T + extra_steps, E, *shape]`` (``per_agent=False``, one row per env). ``extra_steps`` slots
+    after the last step hold what the learner needs beyond it (a bootstrap value at T).
+    """
+
+    shape: tuple[int, ...] = ()
+    dtype: torch.dtype = torch.float32
+    per_agent: bool = True
+    extra_steps: int = 0
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What an algorithm sees of the env, and of this rank's envs in the global numbering.
+
+    ``env_offset`` is the global id of this rank's first env: acting keys its random draws by global
+    agent ids, so actions do not depend on how envs are split over ranks.
+    """
+
+    groups: dict[str, Group]
+    num_agents: int
+    obs_dim: int
+    num_envs: int
+    env_offset: int
+    device: torch.device
+
+
+@dataclass
+class LearnContext:
+    """What a learner fragment gets from the trainer and the distribution policy.
+
+    - ``shard``: the envs of the global rollout whose samples this learner holds (global minibatch
+      indices are localised through it);
+    - ``comm``: sums over the ranks that share the learning (``all_reduce_``); a no-op with one learner;
+    - ``reduce_gradients``: called with the gradient buffers after every backward pass;
+    - ``generator``: draws the global minibatches (in the same state on every learner rank);
+    - ``timer``: ``timer.phase(name)`` times and NVTX-marks a phase.
+    """
+
+    shard: EnvShard
+    comm: object
+    reduce_gradients: Callable[[list[torch.Tensor]], None]
+    generator: torch.Generator
+    timer: object
+
+
+class ActorFragment(Protocol):
+    """Acting at step t: reads ``inputs`` of the storage, writes ``outputs`` (names of its buffers)."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def run(self, storage, t: int, step: torch.Tensor, seed: torch.Tensor | None = None) -> None:
+        """``step``: int64 [1] on the device, the counter RNG's global step; ``seed``: int64 [2] to act
+        with another seed (evaluation), None for the run's."""
+
+
+class LearnerFragment(Protocol):
+    """One update from a whole rollout storage; returns statistics float32 [groups, len(stat_names)]
+    (device tensors, this rank's view of the means over every rank)."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def run(self, storage, ctx: LearnContext) -> torch.Tensor: ...
+
+
+class Algorithm(ABC):
+    """Base of every algorithm plug-in (see the module docstring).
+
+    ``config`` is the run's :class:`~gpurl.train.config.TrainConfig` (the fields an algorithm reads are
+    documented there); ``trained`` the groups it trains (others act uniformly at random, done by the
+    trainer); ``seed`` keys the counter RNG; ``generator`` draws the initial weights (the same on every
+    rank).
+    """
+
+    #: the ``--algo`` name
+    name: ClassVar[str]
+    #: one statistic per column of what the learner returns (NaN/Inf in any stops the run)
+    stat_names: ClassVar[tuple[str, ...]]
+
+    actor: ActorFragment
+    learner: LearnerFragment
+    #: the trained networks, one entry per trained group
+    nets: nn.ModuleDict
+    optimizer: torch.optim.Optimizer
+
+    @classmethod
+    def adjust_config(cls, config):
+        """The config with values this algorithm implies (A2C: one epoch, no clipping); called by the
+        config's validation, so a saved config shows what ran."""
+        return config
+
+    @abstractmethod
+    def fields(self) -> dict[str, Field]:
+        """The per-step buffers the actor writes besides ``actions``."""
+
+    def weights(self) -> list[torch.Tensor]:
+        """Everything the actors read and the learner changes: parameters, then buffers
+        (normalisation statistics), in an order every rank shares."""
+        return [*self.nets.parameters(), *self.nets.buffers()]
+
+    def sync_actors(self) -> None:
+        """The weights changed (an update, a broadcast, a loaded checkpoint): refresh what acting
+        derives from them."""
+
+    def backends(self) -> dict[str, str]:
+        """{"acting": ..., "learning": ...}: which implementation runs each, in words."""
+        return {}
+
+    def state_dict(self) -> dict:
+        """The algorithm's checkpoint state (tensors may stay on the device; the trainer moves them)."""
+        return {"nets": self.nets.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.nets.load_state_dict(state["nets"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.sync_actors()
+
+
+__all__ = ["ActorFragment", "Algorithm", "EnvSpec", "Field", "LearnContext", "LearnerFragment"]

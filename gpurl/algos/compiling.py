@@ -1,0 +1,32 @@
+"""How gpurl compiles its torch definitions (acting steps, losses) into fast paths.
+
+``torch.compile`` with inductor: on the CPU, C++ loops with vectorised, fused elementwise work around
+the GEMMs (which stay MKL/oneDNN calls); on CUDA, Triton kernels. Options:
+- ``dynamic=True``: the batch sizes vary (a rank's share of a minibatch, a one-env evaluation) and
+  must not cause a recompile each;
+- ``fullgraph=True``: a definition that cannot be captured whole is an error, never a silent fall
+  back to eager;
+- on the CPU, multiply-adds contract into FMA instructions (inductor's default keeps them apart, for
+  bit-compatibility with eager; the policies' tanh polynomial is mostly multiply-adds).
+
+Compilation is lazy (the first call compiles) and cached on disk by inductor's FX graph cache, whose
+directory the entry point chooses (:func:`gpurl.train.process.configure_process`): a second run of
+the same configuration loads the compiled code instead of building it again.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+
+#: inductor options of every gpurl fast path (see the module docstring)
+COMPILE_OPTIONS = {"cpp.enable_floating_point_contract_flag": "fast"}
+
+
+def compile_step(fn: Callable) -> Callable:
+    """``fn`` compiled as every gpurl fast path is (see the module docstring)."""
+    return torch.compile(fn, dynamic=True, fullgraph=True, options=COMPILE_OPTIONS)
+
+
+__all__ = ["COMPILE_OPTIONS", "compile_step"]

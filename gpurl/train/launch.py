@@ -1,0 +1,46 @@
+"""Run a training config under the distribution policy it names, in this process (one rank of a
+``torchrun`` launch, or a single process), and turn a lost peer into an error naming it.
+
+    torchrun --nproc_per_node=G -m gpurl.train --dist data_parallel ...             # one node
+    torchrun --nnodes=N --nproc_per_node=G --rdzv_backend=c10d \\
+             --rdzv_endpoint=HOST:29400 --rdzv_id=JOB -m gpurl.train --dist data_parallel ...
+"""
+from __future__ import annotations
+
+from ..multigpu.process_group import init_placement, is_comm_failure
+from .checkpoint import load_checkpoint
+from .config import TrainConfig
+from .process import configure_process
+from .run import train
+
+
+class LostRankError(RuntimeError):
+    """A collective failed because another rank died, hung or raised; the message names it."""
+
+
+def run(cfg: TrainConfig, say=print) -> dict | None:
+    """Train ``cfg`` under the distribution policy it names; the main rank returns the result.
+
+    This is an entry point: it makes the process-wide settings (threads, allocator, compile cache).
+    A rank that raises reports the error to its peers before exiting; a rank whose collective fails
+    because a peer is gone raises :class:`LostRankError` naming that peer.
+    """
+    placement = init_placement(cfg.dist, cfg.device, cfg.dist_timeout, cfg.replication_check_every,
+                               cfg.max_staleness)
+    configure_process(cfg.torch_threads, placement.device)
+    try:
+        checkpoint = load_checkpoint(cfg.resume) if cfg.resume else None
+        result = train(cfg, checkpoint, say=say, placement=placement)
+    except BaseException as err:
+        watchdog = getattr(placement, "watchdog", None)
+        lost = watchdog.lost_peers() if watchdog is not None and is_comm_failure(err) else None
+        placement.report_failure(f"{type(err).__name__}: {err}")
+        placement.close(clean=False)
+        if lost:
+            raise LostRankError(f"rank {placement.rank}: a collective failed ({type(err).__name__}); {lost}") from err
+        raise
+    placement.close(clean=True)
+    return result
+
+
+__all__ = ["LostRankError", "run"]

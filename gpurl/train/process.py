@@ -1,0 +1,62 @@
+"""Process-wide settings of a training run, made once by the entry point and never by a constructor:
+torch's CPU threads, the allocator, and where compiled code is cached.
+
+glibc malloc: keep freed memory in the process instead of unmapping it. Every torch CPU op allocates
+its output, and an update's activations are megabytes each; glibc serves such blocks with mmap and
+unmaps them when freed, so each op pays page faults on fresh pages (the kernel zeroes them). Raising
+the mmap and trim thresholds keeps freed blocks in the heap for the next op (the usual
+jemalloc/tcmalloc advice for PyTorch on CPUs, without a preloaded allocator). Resident memory then
+stays at the run's peak.
+
+Compiled code (inductor's FX graph and AOTAutograd caches) goes to ``$TORCHINDUCTOR_CACHE_DIR``, by
+default ``~/.cache/gpurl/inductor``: a second run of a configuration loads what the first compiled.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: Blocks below this come from the heap (glibc caps the mmap threshold at 32 MiB on 64-bit anyway).
+_MMAP_THRESHOLD = 1 << 30
+_TRIM_THRESHOLD = 1 << 30
+_applied = False
+
+
+def keep_freed_memory() -> bool:
+    """Apply the malloc settings once per process (Linux with glibc); True when they are in effect."""
+    global _applied
+    if _applied or not sys.platform.startswith("linux"):
+        return _applied
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (e.g. musl): leave the allocator alone
+        return False
+    _applied = bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+    return _applied
+
+
+def compile_cache_dir() -> Path:
+    """Where inductor keeps compiled code: ``$TORCHINDUCTOR_CACHE_DIR``, set to the gpurl default if unset."""
+    if not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(base / "gpurl" / "inductor")
+    return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+
+
+def configure_process(torch_threads: int, device: torch.device) -> None:
+    """The settings above, for a run on ``device`` (``torch_threads`` 0: torch's default)."""
+    if torch_threads:
+        torch.set_num_threads(torch_threads)
+    if device.type == "cpu":
+        keep_freed_memory()
+    compile_cache_dir()
+
+
+__all__ = ["compile_cache_dir", "configure_process", "keep_freed_memory"]

@@ -1,0 +1,42 @@
+"""The training command's entry points after the README's install: ``gpurl train``, ``python -m
+gpurl.train`` and ``bench/tag_ppo.py`` (subprocesses, as a user runs them)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.cpu
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(*cmd) -> subprocess.CompletedProcess:
+    return subprocess.run(list(cmd), capture_output=True, text=True, cwd=REPO, timeout=120)
+
+
+@pytest.mark.parametrize("cmd", [
+    ["gpurl", "train", "--help"],
+    [sys.executable, "-m", "gpurl.train", "--help"],
+    [sys.executable, "bench/tag_ppo.py", "--help"],
+], ids=["console-script", "module", "main-job"])
+def test_help_lists_every_config_field(cmd):
+    if cmd[0] == "gpurl":
+        script = shutil.which("gpurl") or str(Path(sys.executable).parent / "gpurl")
+        if not Path(script).exists():
+            pytest.fail("the gpurl console script is not installed (pip install -e . declares it)")
+        cmd = [script, *cmd[1:]]
+    done = run(*cmd)
+    assert done.returncode == 0, done.stderr
+    for flag in ("--algo", "--dist", "--policy-backend", "--learner-backend", "--preset", "--resume"):
+        assert flag in done.stdout, flag
+
+
+def test_the_gpurl_command_names_its_commands_and_refuses_others():
+    from gpurl.cli import main
+
+    assert main([]) == 0
+    assert main(["bogus"]) == 2
