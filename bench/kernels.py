@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gymnasium  # noqa: E402
 from _common import describe_machine, print_result  # noqa: E402
 
-from gpurl.algos.acting import GroupActor  # noqa: E402
+from gpurl.algos.acting import Acting  # noqa: E402
 from gpurl.algos.nets import ActorCritic  # noqa: E402
 from gpurl.fusion import gae_ref, gae_triton  # noqa: E402
 from gpurl.fusion.counter_rng import seed_tensor  # noqa: E402
@@ -66,10 +66,10 @@ def time_gpu(args) -> dict:
         policy, x, (a, lp, v) = make_inputs(rows, args.obs_dim, args.hidden, args.heads, device)
         step = torch.zeros(1, dtype=torch.int64, device=device)
         seed = seed_tensor(0, device)
-        actors = {b: GroupActor(policy, b, seed, 0, 1, 0) for b in ("eager", "compiled", "triton")}
-        t_eager = do_bench(lambda: actors["eager"](x, step, a, lp, v))
-        t_ref = do_bench(lambda: actors["compiled"](x, step, a, lp, v))
-        t_fused = do_bench(lambda: actors["triton"](x, step, a, lp, v))
+        actors = {b: Acting({"g": policy}, {"g": 0}, b, seed, 0, 1) for b in ("eager", "compiled", "triton")}
+        t_eager = do_bench(lambda: actors["eager"]({"g": x}, step, {"g": (a, lp, v)}))
+        t_ref = do_bench(lambda: actors["compiled"]({"g": x}, step, {"g": (a, lp, v)}))
+        t_fused = do_bench(lambda: actors["triton"]({"g": x}, step, {"g": (a, lp, v)}))
         gae_args = gae_inputs(args.rollout_len, rows, device)
         t_gae_ref = do_bench(lambda: gae_ref(*gae_args, 0.99, 0.95))
         t_gae = do_bench(lambda: gae_triton(*gae_args, 0.99, 0.95))
@@ -89,8 +89,8 @@ def interpreter_check(args) -> dict:
     a2, lp2, v2 = a.clone(), lp.clone(), v.clone()
     step = torch.tensor([123], dtype=torch.int64)
     seed = seed_tensor(7, device)
-    GroupActor(policy, "triton", seed, 0, 1, 0)(x, step, a, lp, v)
-    GroupActor(policy, "eager", seed, 0, 1, 0)(x, step, a2, lp2, v2)
+    Acting({"g": policy}, {"g": 0}, "triton", seed, 0, 1)({"g": x}, step, {"g": (a, lp, v)})
+    Acting({"g": policy}, {"g": 0}, "eager", seed, 0, 1)({"g": x}, step, {"g": (a2, lp2, v2)})
     gae_args = gae_inputs(17, 700, device)
     adv, ret = gae_triton(*gae_args, 0.99, 0.95)
     adv_ref, ret_ref = gae_ref(*gae_args, 0.99, 0.95)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from gymnasium.spaces import Box, Discrete, MultiDiscrete
 
-from gpurl.algos.acting import GroupActor, global_agent_ids
+from gpurl.algos.acting import Acting, global_agent_ids
 from gpurl.algos.nets import ActorCritic
 from gpurl.fusion.counter_rng import MASK32, mix32_ref, seed_tensor, split_seed, uniform_ref
 
@@ -134,7 +134,7 @@ def test_actions_depend_on_global_agent_ids_not_on_the_batch():
         torch.testing.assert_close(p, w[12:28], rtol=0, atol=1e-6)
 
 
-# ---- GroupActor: backends, strided writes, errors ---------------------------------------------------------
+# ---- Acting: backends, strided writes, errors ---------------------------------------------------------
 
 @pytest.mark.parametrize("space", [Discrete(5), MultiDiscrete([21, 21]), Box(-1, 1, (2,))], ids=str)
 def test_compiled_backend_samples_the_eager_actions_into_strided_slots(space):
@@ -146,7 +146,7 @@ def test_compiled_backend_samples_the_eager_actions_into_strided_slots(space):
     T, E, N, agents, offset = 3, 37, 6, slice(1, 5), 100
     n = agents.stop - agents.start
     seed = seed_tensor(2**35 + 5, "cpu")
-    actors = {b: GroupActor(policy, b, seed, offset, N, agents.start) for b in ("eager", "compiled")}
+    actors = {b: Acting({"g": policy}, {"g": agents.start}, b, seed, offset, N) for b in ("eager", "compiled")}
     dtype = torch.float32 if isinstance(space, Box) else torch.int64
     buffers = {b: (torch.full((T, E, N, heads), -7, dtype=dtype), torch.full((T, E, N), 5.0), torch.full((T, E, N), 5.0))
                for b in actors}
@@ -155,7 +155,7 @@ def test_compiled_backend_samples_the_eager_actions_into_strided_slots(space):
         t = step % T
         for b, actor in actors.items():
             action, log_prob, value = buffers[b]
-            actor(x, torch.tensor([step]), action[t, :, agents], log_prob[t, :, agents], value[t, :, agents])
+            actor({"g": x}, torch.tensor([step]), {"g": (action[t, :, agents], log_prob[t, :, agents], value[t, :, agents])})
         (ea, el, ev), (ca, cl, cv) = buffers["eager"], buffers["compiled"]
         if dtype == torch.int64:
             assert torch.equal(ca[t], ea[t]), step
@@ -173,10 +173,32 @@ def test_compiled_backend_samples_the_eager_actions_into_strided_slots(space):
 def test_backend_errors_name_the_problem(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     seed = seed_tensor(0, "cpu")
+    one = lambda policy, backend: Acting({"g": policy}, {"g": 0}, backend, seed, 0, 1)  # noqa: E731
     with pytest.raises(ValueError, match="TRITON_INTERPRET"):
-        GroupActor(make_policy(), "triton", seed, 0, 1, 0)
+        one(make_policy(), "triton")
     with pytest.raises(ValueError, match="policy_backend must be one of"):
-        GroupActor(make_policy(), "cuda", seed, 0, 1, 0)
+        one(make_policy(), "cuda")
     with pytest.raises(ValueError, match="categorical"):
-        GroupActor(ActorCritic(8, Box(-1.0, 1.0, (2,))), "triton", seed, 0, 1, 0)
-    assert GroupActor(make_policy(), "auto", seed, 0, 1, 0).backend == "compiled"   # on the CPU
+        one(ActorCritic(8, Box(-1.0, 1.0, (2,))), "triton")
+    assert one(make_policy(), "auto").backends == {"g": "compiled"}   # on the CPU
+
+
+def test_several_groups_act_in_one_call_as_each_would_alone():
+    """Two groups of different shapes acted together (one compiled call) give what each gives alone."""
+    seed = seed_tensor(9, "cpu")
+    policies = {"a": make_policy(in_dim=7, space=Discrete(5), seed=1), "b": make_policy(in_dim=4, space=MultiDiscrete([3, 3]), seed=2)}
+    starts = {"a": 0, "b": 3}
+    x = {"a": observations(6, 3, 7, seed=1), "b": observations(6, 2, 4, seed=2)}
+
+    def outputs(name, heads):
+        return (torch.zeros(6, x[name].shape[1], heads, dtype=torch.int64), torch.zeros(6, x[name].shape[1]),
+                torch.zeros(6, x[name].shape[1]))
+
+    together = {"a": outputs("a", 1), "b": outputs("b", 2)}
+    Acting(policies, starts, "compiled", seed, 0, 5)(x, torch.tensor([4]), together)
+    for name, heads in (("a", 1), ("b", 2)):
+        alone = {name: outputs(name, heads)}
+        Acting({name: policies[name]}, {name: starts[name]}, "eager", seed, 0, 5)({name: x[name]}, torch.tensor([4]), alone)
+        assert torch.equal(together[name][0], alone[name][0])
+        torch.testing.assert_close(together[name][1], alone[name][1], rtol=0, atol=1e-5)
+        torch.testing.assert_close(together[name][2], alone[name][2], rtol=0, atol=1e-5)

@@ -7,7 +7,7 @@ import gymnasium
 import pytest
 import torch
 
-from gpurl.algos.acting import GroupActor
+from gpurl.algos.acting import Acting
 from gpurl.algos.nets import ActorCritic
 from gpurl.fusion import gae_ref, gae_triton
 from gpurl.fusion.counter_rng import seed_tensor
@@ -29,10 +29,10 @@ def test_acting_backends_match_the_definition_on_device(requires_cuda, backend):
     step = torch.tensor([77], device=device)
     outs = []
     for name in (backend, "eager"):
-        actor = GroupActor(policy, name, seed_tensor(5, device), env_offset=0, num_agents=110, group_start=0)
+        actor = Acting({"g": policy}, {"g": 0}, name, seed_tensor(5, device), env_offset=0, num_agents=110)
         a = torch.zeros(1000, 110, 2, dtype=torch.int64, device=device)
         lp, v = torch.zeros(1000, 110, device=device), torch.zeros(1000, 110, device=device)
-        actor(x, step, a, lp, v)
+        actor({"g": x}, step, {"g": (a, lp, v)})
         outs.append((a, lp, v))
     (a1, l1, v1), (a2, l2, v2) = outs
     # FMA contraction on the GPU moves logits by ulps: a draw sitting on a CDF boundary may flip.

@@ -12,7 +12,8 @@ import torch
 
 from gpurl.algos.compiling import compile_step
 from gpurl.algos.nets import ActorCritic
-from gpurl.algos.ppo import FlatGradients, PPOLearner
+from gpurl.algos.flat import FlatParameters
+from gpurl.algos.ppo import PPOLearner
 from gpurl.algos.ppo_loss import STAT_NAMES, GroupBatch, LossCoefficients, advantage_moments, groups_loss, ppo_loss
 from gpurl.algos.base import LearnContext
 from gpurl.multigpu.placement import EnvShard, LocalComm
@@ -145,8 +146,8 @@ def learner_run(backend: str, shard: EnvShard | None = None, minibatches: int = 
     batches = {k: b.rows(rows) for k, b in batches.items()}
     for b in batches.values():
         b.agents = 10
-    grads = FlatGradients(nets)
-    learner = PPOLearner(cfg, None, nets, torch.optim.SGD(nets.parameters(), lr=0.1), grads,
+    grads = FlatParameters(nets)
+    learner = PPOLearner(cfg, None, nets, torch.optim.SGD([grads.param], lr=0.1), grads,
                          "compiled" if backend == "compiled" else "eager")
     ctx = LearnContext(shard, LocalComm(), reduce_gradients or (lambda g: None), torch.Generator().manual_seed(7),
                        PhaseTimer(torch.device("cpu")))
@@ -163,14 +164,18 @@ def test_whole_update_compiled_equals_eager():
     torch.testing.assert_close(sc, se, rtol=1e-4, atol=1e-5)
 
 
-def test_flat_gradients_stay_views_through_backward_and_step():
-    _, _, grads, nets = learner_run("eager")
+def test_flat_parameters_and_gradients_stay_views_through_backward_and_step():
+    """After a whole update (backward passes, SGD steps on the flat parameter) every module parameter
+    and gradient still lives in the flat buffers, and the modules hold what the optimizer wrote."""
+    _, _, flat, nets = learner_run("eager")
     offset = 0
     for p in nets.parameters():
         if p.numel():  # an empty tensor (a categorical policy's log_std) has no storage to share
-            assert p.grad.data_ptr() == grads.flat[offset:].data_ptr(), "a .grad stopped being a view of the buffer"
+            assert p.data_ptr() == flat.param[offset:].data_ptr(), "a parameter stopped being a view"
+            assert p.grad.data_ptr() == flat.grad[offset:].data_ptr(), "a .grad stopped being a view"
+            assert torch.equal(p.detach().reshape(-1), flat.param.detach()[offset:offset + p.numel()])
         offset += p.numel()
-    assert offset == grads.flat.numel()
+    assert offset == flat.param.numel() == flat.grad.numel()
 
 
 def test_a_shard_holding_none_of_a_minibatch_hands_zero_gradients_to_the_reduction(monkeypatch):

@@ -6,7 +6,7 @@ within 1e-4. Covered: the issue's acceptance shape (1823 agents, obs_dim 71, 64x
 normalisation on, some inputs clipped), irregular policies (relu, one hidden layer of 48, three
 heads of unequal sizes, three hidden layers, 142 inputs, no normalisation), the trainer's strided
 views (a group's agents sliced out of ``[E, N, ...]`` observation and rollout buffers: only the slice
-is written), step / seed sensitivity, and ``GroupActor``'s triton vs eager backends. The interpreter
+is written), step / seed sensitivity, and ``Acting``'s triton vs eager backends. The interpreter
 costs per program, so the row counts stay small except in the acceptance test (about 2 s each).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import torch
 from gymnasium.spaces import Discrete, MultiDiscrete
 
-from gpurl.algos.acting import GroupActor, global_agent_ids
+from gpurl.algos.acting import Acting, global_agent_ids
 from gpurl.algos.nets import ActorCritic
 from gpurl.fusion.actor import actor_step_triton, block_rows
 from gpurl.fusion.counter_rng import seed_tensor
@@ -173,23 +173,23 @@ def test_step_and_seed_change_the_actions_and_reproduce_them():
         assert_same(kernel(step, seed), want)
 
 
-# ---- GroupActor: triton backend vs eager backend ---------------------------------------------------------
+# ---- Acting: triton backend vs eager backend ---------------------------------------------------------
 
-def test_group_actor_backends_agree_and_follow_sync():
+def test_acting_backends_agree_and_follow_sync():
     policy = make_policy(142, MultiDiscrete([21, 21]), seed=4)
     E, N, agents = 9, 10, slice(0, 6)
     n = agents.stop
-    actors = {b: GroupActor(policy, b, triton_seed(11), env_offset=3, num_agents=N, group_start=0)
+    actors = {b: Acting({"g": policy}, {"g": 0}, b, triton_seed(11), env_offset=3, num_agents=N)
               for b in ("triton", "eager")}
-    assert actors["triton"].packed is not None and actors["eager"].packed is None
+    assert "g" in actors["triton"].packed and not actors["eager"].packed
     obs = torch.randn(E, N, 142, generator=torch.Generator().manual_seed(8)) * 2.0
     x = obs[:, agents]
 
     def act(backend, step, seed=None):
         action = torch.full((2, E, N, 2), ACTION_FILL, dtype=torch.int64)
         log_prob, value = torch.full((2, E, N), FLOAT_FILL), torch.full((2, E, N), FLOAT_FILL)
-        actors[backend](x, step_tensor(step), action[1, :, agents], log_prob[1, :, agents],
-                        value[1, :, agents], seed)
+        actors[backend]({"g": x}, step_tensor(step), {"g": (action[1, :, agents], log_prob[1, :, agents],
+                                                            value[1, :, agents])}, seed)
         assert (action[0] == ACTION_FILL).all() and (action[1, :, n:] == ACTION_FILL).all()
         return action[1, :, agents], log_prob[1, :, agents], value[1, :, agents]
 

@@ -1,4 +1,4 @@
-"""Acting of one agent group, by a backend generated from the one definition :meth:`ActorCritic.act`.
+"""Acting of the trained groups, by a backend generated from the one definition :meth:`ActorCritic.act`.
 
 Backends (``policy_backend``):
 - ``eager``: ``ActorCritic.act`` as written (the reference);
@@ -49,49 +49,61 @@ def global_agent_ids(E: int, n: int, env_offset: int, num_agents: int, group_sta
     return (env_offset + e) * num_agents + group_start + i
 
 
-def _act(policy: ActorCritic, obs: torch.Tensor, ids: torch.Tensor, step: torch.Tensor, seed: torch.Tensor):
-    return policy.act(obs, ids, step, seed)
+def _act(policies: list[ActorCritic], inputs: list[torch.Tensor], ids: list[torch.Tensor], step: torch.Tensor,
+         seed: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Every group's ``act`` in one call (one compiled graph per step, not one per group)."""
+    return [policy.act(x, i, step, seed) for policy, x, i in zip(policies, inputs, ids)]
 
 
 _act_compiled = compile_step(_act)
 
 
-class GroupActor:
-    """Acting for the agents ``group_start .. group_start + n`` of every env, by ``backend``.
+class Acting:
+    """Acting for trained groups: ``policies[name]`` acts for the agents ``starts[name] ..
+    starts[name] + n`` of every env, by ``backend`` (resolved per group: ``auto`` may give the fused
+    kernel to categorical groups and the compiled definition to Box ones).
 
     ``seed``: int64 [2] (the counter RNG's key halves, :func:`~gpurl.fusion.counter_rng.seed_tensor`);
     ``env_offset``: global id of this rank's first env; ``num_agents``: agents per env.
     """
 
-    def __init__(self, policy: ActorCritic, backend: str, seed: torch.Tensor, env_offset: int, num_agents: int,
-                 group_start: int):
-        self.policy = policy
-        self.backend = resolve_acting_backend(backend, policy, seed.device)
-        self.seed, self.env_offset, self.num_agents, self.group_start = seed, env_offset, num_agents, group_start
-        self.packed = PackedPolicy(policy, policy.activation) if self.backend == "triton" else None
-        self._act = {"eager": _act, "compiled": _act_compiled}.get(self.backend)
+    def __init__(self, policies: dict[str, ActorCritic], starts: dict[str, int], backend: str, seed: torch.Tensor,
+                 env_offset: int, num_agents: int):
+        self.policies, self.starts = policies, starts
+        self.seed, self.env_offset, self.num_agents = seed, env_offset, num_agents
+        self.backends = {name: resolve_acting_backend(backend, p, seed.device) for name, p in policies.items()}
+        self.packed = {name: PackedPolicy(p, p.activation) for name, p in policies.items()
+                       if self.backends[name] == "triton"}
+        self.torch_groups = [name for name in policies if name not in self.packed]
+        self._act = _act_compiled if "compiled" in self.backends.values() else _act
 
     def sync(self) -> None:
-        """The policy's weights changed: refresh the fused kernel's packed copy."""
-        if self.packed is not None:
-            self.packed.sync()
+        """The policies' weights changed: refresh the fused kernel's packed copies."""
+        for packed in self.packed.values():
+            packed.sync()
 
     @torch.no_grad()
-    def __call__(self, x: torch.Tensor, step: torch.Tensor, action: torch.Tensor, log_prob: torch.Tensor,
-                 value: torch.Tensor, seed: torch.Tensor | None = None) -> None:
-        """x float32 [E, n, in_dim]; step int64 [1]; writes action [E, n, action_dims], log_prob and
-        value float32 [E, n] (views of the rollout storage)."""
+    def __call__(self, inputs: dict[str, torch.Tensor], step: torch.Tensor,
+                 outputs: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+                 seed: torch.Tensor | None = None) -> None:
+        """``inputs[name]`` float32 [E, n, in_dim]; step int64 [1]; writes ``outputs[name]`` = (action
+        [E, n, action_dims], log_prob [E, n], value [E, n]) (views of the rollout storage)."""
         seed = self.seed if seed is None else seed
-        if self.packed is not None:
-            actor_step_triton(x, self.packed, step, seed, self.env_offset, self.num_agents, self.group_start,
-                              action, log_prob, value)
+        for name, packed in self.packed.items():
+            actor_step_triton(inputs[name], packed, step, seed, self.env_offset, self.num_agents, self.starts[name],
+                              *outputs[name])
+        if not self.torch_groups:
             return
-        E, n, D = x.shape
-        ids = global_agent_ids(E, n, self.env_offset, self.num_agents, self.group_start, x.device)
-        a, lp, v = self._act(self.policy, x.reshape(E * n, D), ids, step, seed)
-        action.copy_(a.view(E, n, -1))
-        log_prob.copy_(lp.view(E, n))
-        value.copy_(v.view(E, n))
+        shapes = [inputs[name].shape for name in self.torch_groups]
+        rows = [inputs[name].reshape(E * n, D) for name, (E, n, D) in zip(self.torch_groups, shapes)]
+        ids = [global_agent_ids(E, n, self.env_offset, self.num_agents, self.starts[name], rows[0].device)
+               for name, (E, n, _) in zip(self.torch_groups, shapes)]
+        results = self._act([self.policies[name] for name in self.torch_groups], rows, ids, step, seed)
+        for name, (E, n, _), (a, lp, v) in zip(self.torch_groups, shapes, results):
+            action, log_prob, value = outputs[name]
+            action.copy_(a.view(E, n, -1))
+            log_prob.copy_(lp.view(E, n))
+            value.copy_(v.view(E, n))
 
 
-__all__ = ["ACTING_BACKENDS", "GroupActor", "global_agent_ids", "resolve_acting_backend"]
+__all__ = ["ACTING_BACKENDS", "Acting", "global_agent_ids", "resolve_acting_backend"]

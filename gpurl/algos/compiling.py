@@ -7,7 +7,10 @@ the GEMMs (which stay MKL/oneDNN calls); on CUDA, Triton kernels. Options:
 - ``fullgraph=True``: a definition that cannot be captured whole is an error, never a silent fall
   back to eager;
 - on the CPU, multiply-adds contract into FMA instructions (inductor's default keeps them apart, for
-  bit-compatibility with eager; the policies' tanh polynomial is mostly multiply-adds).
+  bit-compatibility with eager; the policies' tanh polynomial is mostly multiply-adds);
+- on x86-64, loops vectorise 256 bits wide (AVX2) even where AVX-512 exists: these kernels are short
+  elementwise passes over a few MB, where 512-bit code runs slower (lower clocks, longer warm-up of
+  the wide units) on the Xeon (Sapphire Rapids) gpurl was measured on.
 
 Compilation is lazy (the first call compiles) and cached on disk by inductor's FX graph cache, whose
 directory the entry point chooses (:func:`gpurl.train.process.configure_process`): a second run of
@@ -15,13 +18,14 @@ the same configuration loads the compiled code instead of building it again.
 """
 from __future__ import annotations
 
+import platform
 from typing import Callable
 
 import torch
 
-
 #: inductor options of every gpurl fast path (see the module docstring)
-COMPILE_OPTIONS = {"cpp.enable_floating_point_contract_flag": "fast"}
+COMPILE_OPTIONS = {"cpp.enable_floating_point_contract_flag": "fast",
+                   **({"cpp.simdlen": 256} if platform.machine().lower() in ("x86_64", "amd64") else {})}
 
 
 def compile_step(fn: Callable) -> Callable:

@@ -1,7 +1,7 @@
 """PPO and A2C: the first algorithm plug-ins (see :mod:`gpurl.algos.base`).
 
 One :class:`~.nets.ActorCritic` per trained group, shared by the group's agents.
-- Actor fragment: per group, :class:`~.acting.GroupActor` writes actions, log-probs and values at
+- Actor fragment: :class:`~.acting.Acting` writes every group's actions, log-probs and values at
   slot t (fused Triton kernel, compiled or eager torch: all one definition, ``ActorCritic.act``).
 - Learner fragment: GAE(lambda) that bootstraps truncated episodes from the value of their final
   observation and not terminated ones; then epochs x minibatches of :func:`~.ppo_loss.ppo_loss`
@@ -24,9 +24,10 @@ from torch import nn
 from ..fusion.counter_rng import seed_tensor
 from ..fusion.gae import gae
 from ..profiling import nvtx_range
-from .acting import GroupActor
+from .acting import Acting
 from .base import Algorithm, EnvSpec, Field, LearnContext
 from .compiling import compile_step
+from .flat import FlatParameters
 from .nets import ActorCritic
 from .ppo_loss import STAT_NAMES, GroupBatch, LossCoefficients, advantage_moments, groups_loss
 
@@ -35,32 +36,12 @@ LEARNING_BACKENDS = ("auto", "eager", "compiled")
 _groups_loss_compiled = compile_step(groups_loss)
 
 
-class FlatGradients:
-    """Every parameter's ``.grad`` as a view of one flat buffer: zeroing, the all-reduce between ranks
-    and each group's norm clip are one operation each instead of one per tensor.
+def values(nets: list[ActorCritic], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Every group's value of its input rows [B, in_dim] -> [B], in one call."""
+    return [net.value(x) for net, x in zip(nets, inputs)]
 
-    Autograd accumulates into an existing ``.grad`` in place, so the views stay views; nothing may set
-    them to None (``optimizer.zero_grad()`` would).
-    """
 
-    def __init__(self, nets: nn.ModuleDict):
-        params = {name: list(net.parameters()) for name, net in nets.items()}
-        sizes = {name: sum(p.numel() for p in ps) for name, ps in params.items()}
-        device = next(iter(nets.parameters())).device
-        self.flat = torch.zeros(sum(sizes.values()), device=device)
-        self.groups: dict[str, torch.Tensor] = {}
-        offset = 0
-        for name, ps in params.items():
-            self.groups[name] = self.flat[offset:offset + sizes[name]]
-            for p in ps:
-                p.grad = self.flat[offset:offset + p.numel()].view_as(p)
-                offset += p.numel()
-
-    @torch.no_grad()
-    def clip_(self, max_norm: float) -> None:
-        """``nn.utils.clip_grad_norm_`` of each group's gradients on its own."""
-        for grads in self.groups.values():
-            grads.mul_((max_norm / (torch.linalg.vector_norm(grads) + 1e-6)).clamp(max=1.0))
+_values_compiled = compile_step(values)
 
 
 class PPOActor:
@@ -69,15 +50,17 @@ class PPOActor:
     inputs = ("obs[H + t]", "starts")
     outputs = ("actions[t]", "log_prob[t]", "value[t]")
 
-    def __init__(self, groups, actors: dict[str, GroupActor]):
-        self.groups, self.actors = groups, actors
+    def __init__(self, groups, acting: Acting):
+        self.groups, self.acting = groups, acting
 
     def run(self, s, t: int, step: torch.Tensor, seed: torch.Tensor | None = None) -> None:
-        for name, actor in self.actors.items():
+        inputs, outputs = {}, {}
+        for name in self.acting.policies:
             group = self.groups[name]
             a = group.agents
-            x = s.policy_input(t, t + 1, a, group.obs_dim)[0]
-            actor(x, step, s.actions[t, :, a], s.log_prob[t, :, a], s.value[t, :, a], seed)
+            inputs[name] = s.policy_input(t, t + 1, a, group.obs_dim)[0]
+            outputs[name] = (s.actions[t, :, a], s.log_prob[t, :, a], s.value[t, :, a])
+        self.acting(inputs, step, outputs, seed)
 
 
 class PPOLearner:
@@ -86,11 +69,12 @@ class PPOLearner:
     inputs = ("obs", "starts", "final_obs", "reward", "terminated", "truncated", "actions", "log_prob", "value")
     outputs = ("weights", "statistics")
 
-    def __init__(self, cfg, groups, nets: nn.ModuleDict, optimizer: torch.optim.Optimizer, grads: FlatGradients,
+    def __init__(self, cfg, groups, nets: nn.ModuleDict, optimizer: torch.optim.Optimizer, flat: FlatParameters,
                  backend: str):
-        self.cfg, self.groups, self.nets, self.optimizer, self.grads = cfg, groups, nets, optimizer, grads
+        self.cfg, self.groups, self.nets, self.optimizer, self.flat = cfg, groups, nets, optimizer, flat
         self.coef = LossCoefficients(cfg.clip_coef, cfg.clip_vloss, cfg.vf_coef, cfg.ent_coef)
         self.loss = _groups_loss_compiled if backend == "compiled" else groups_loss
+        self.values = _values_compiled if backend == "compiled" else values
         self._final_value: torch.Tensor | None = None
 
     def run(self, s, ctx: LearnContext) -> torch.Tensor:
@@ -114,14 +98,21 @@ class PPOLearner:
         final_value = self._final_value.zero_()
         # The one host read of the iteration: which (t, e) were cut by the time limit.
         ended_t, ended_e = s.truncated.nonzero(as_tuple=True)  # host-ok: after the rollout
-        for name, net in self.nets.items():
-            group = self.groups[name]
-            a = group.agents
-            x = s.policy_input(T, T + 1, a, group.obs_dim)[0]
-            s.value[T, :, a] = net.value(x.reshape(-1, x.shape[-1])).view(x.shape[:2])
-            if len(ended_t):
-                xf = s.final_input(ended_t, ended_e, a, group.obs_dim)
-                final_value[ended_t, ended_e, a] = net.value(xf.reshape(-1, xf.shape[-1])).view(xf.shape[:2])
+        nets = list(self.nets.values())
+        agents = [self.groups[name].agents for name in self.nets]
+        dims = [self.groups[name].obs_dim for name in self.nets]
+        last = [s.policy_input(T, T + 1, a, d)[0] for a, d in zip(agents, dims)]
+        for a, x, v in zip(agents, last, self.values(nets, [x.reshape(-1, x.shape[-1]) for x in last])):
+            s.value[T, :, a] = v.view(x.shape[:2])
+        if len(ended_t):
+            final = [s.final_input(ended_t, ended_e, a, d) for a, d in zip(agents, dims)]
+            # Their count changes every iteration (one env, or many): tensors of their own (no view of a
+            # batch-sized base) with an unbacked size, so that no count specialises the compiled pass.
+            rows = [x.reshape(-1, x.shape[-1]).clone() for x in final]
+            for x in rows:
+                torch._dynamo.decorators.mark_unbacked(x, 0)
+            for a, x, v in zip(agents, final, self.values(nets, rows)):
+                final_value[ended_t, ended_e, a] = v.view(x.shape[:2])
         backend = {"eager": "torch", "triton": "triton"}.get(cfg.policy_backend, "auto")
         with nvtx_range("gae"):
             return gae(s.reward, s.value, final_value, s.terminated, s.truncated, cfg.gamma, cfg.gae_lambda,
@@ -151,7 +142,7 @@ class PPOLearner:
         names = list(batches)
         # Samples per group over all ranks: this rank's rows hold shard.size of the shard.total envs.
         sizes = {name: len(b) // shard.size * shard.total for name, b in batches.items()}
-        device = self.grads.flat.device
+        device = self.flat.grad.device
         totals = torch.zeros(len(names), len(STAT_NAMES), device=device)
         no_norm = (torch.zeros((), device=device), torch.ones((), device=device))
         steps = 0
@@ -171,14 +162,14 @@ class PPOLearner:
                         mbs.append(mb)
                         mb_sizes.append(size)
                         moments.append(moment)
-                self.grads.flat.zero_()
+                self.flat.grad.zero_()
                 if present:
                     loss, stats = self.loss([self.nets[names[g]] for g in present], mbs, mb_sizes, moments, self.coef)
                     loss.backward()
                     totals[present] += stats
-                ctx.reduce_gradients([self.grads.flat])
+                ctx.reduce_gradients([self.flat.grad])
                 if cfg.max_grad_norm > 0:
-                    self.grads.clip_(cfg.max_grad_norm)
+                    self.flat.clip_(cfg.max_grad_norm)
                 self.optimizer.step()
                 steps += 1
         return ctx.comm.all_reduce_(totals / steps)
@@ -199,28 +190,29 @@ class PPO(Algorithm):
                               cfg.activation, cfg.norm_obs, generator)
             for name in trained
         }).to(spec.device)
-        self.grads = FlatGradients(self.nets)
-        # fused: one kernel for every parameter.
-        self.optimizer = torch.optim.Adam(self.nets.parameters(), lr=cfg.lr, eps=1e-5, fused=True)
-        seed_t = seed_tensor(seed, spec.device)
-        self.actors = {name: GroupActor(self.nets[name], cfg.policy_backend, seed_t, spec.env_offset, spec.num_agents,
-                                        groups[name].agents.start)
-                       for name in trained}
+        self.flat = FlatParameters(self.nets)
+        # One flat parameter, fused: the whole step is one kernel.
+        self.optimizer = torch.optim.Adam([self.flat.param], lr=cfg.lr, eps=1e-5, fused=True)
+        self.acting = Acting({name: self.nets[name] for name in trained},
+                             {name: groups[name].agents.start for name in trained}, cfg.policy_backend,
+                             seed_tensor(seed, spec.device), spec.env_offset, spec.num_agents)
         if cfg.learner_backend not in LEARNING_BACKENDS:
             raise ValueError(f"learner_backend must be one of {LEARNING_BACKENDS}, got {cfg.learner_backend!r}")
         self.learning_backend = "eager" if cfg.learner_backend == "eager" else "compiled"
-        self.actor = PPOActor(groups, self.actors)
-        self.learner = PPOLearner(cfg, groups, self.nets, self.optimizer, self.grads, self.learning_backend)
+        self.actor = PPOActor(groups, self.acting)
+        self.learner = PPOLearner(cfg, groups, self.nets, self.optimizer, self.flat, self.learning_backend)
 
     def fields(self) -> dict[str, Field]:
         return {"log_prob": Field(), "value": Field(extra_steps=1)}
 
+    def weights(self) -> list[torch.Tensor]:
+        return [self.flat.param, *self.nets.buffers()]  # the parameters are views of the flat one
+
     def sync_actors(self) -> None:
-        for actor in self.actors.values():
-            actor.sync()
+        self.acting.sync()
 
     def backends(self) -> dict[str, str]:
-        acting = sorted({actor.backend for actor in self.actors.values()})
+        acting = sorted(set(self.acting.backends.values()))
         return {"acting": "/".join(acting) or "none", "learning": self.learning_backend}
 
 
@@ -235,4 +227,4 @@ class A2C(PPO):
         return config
 
 
-__all__ = ["A2C", "LEARNING_BACKENDS", "PPO", "FlatGradients"]
+__all__ = ["A2C", "LEARNING_BACKENDS", "PPO"]
