@@ -37,6 +37,7 @@ def tier_env(tier: str) -> dict[str, str]:
     # Compiled kernels are cached across runs; defaults would land in site-packages / $HOME.
     env.setdefault("TRITON_CACHE_DIR", str(REPO / ".cache" / "triton"))
     env.setdefault("NUMBA_CACHE_DIR", str(REPO / ".cache" / "numba"))
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(REPO / ".cache" / "inductor"))
     for name in SIMULATOR_ENV:
         env.pop(name, None)
     if tier == "sim":
