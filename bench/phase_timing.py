@@ -1,6 +1,7 @@
 """Split one env step into its kernel phases: time prefixes of the phase list on one frozen state.
 
-Prefix n = the step kernel cut after its n-th phase (a real EnvKernel built from the same phases).
+Prefix n = the env's kernel cut after its n-th phase (a real EnvKernel built from the same phases; the
+toolkit's phases after the step are guarded and idle on a running state).
 Before every timed launch the env's state and buffers are restored from one snapshot, so each prefix
 runs on identical input; a phase's cost is prefix(n) - prefix(n-1). Uses internals of the built-in
 env (its kernel arguments), which is fine for a benchmark and nothing a user needs. Its rows go into
@@ -14,7 +15,6 @@ import time
 import torch
 
 import gpurl
-from gpurl.envs.tag_continuous.kernels import tag_step
 from gpurl.kernels import EnvKernel
 
 from _common import sync
@@ -22,8 +22,7 @@ from _common import sync
 
 def _buffers(env) -> list[torch.Tensor]:
     state = [getattr(env.state, f.name) for f in dataclasses.fields(env.state)]
-    return state + [env.obs, env.final_obs, env.reward, env.terminated, env.truncated, env._finished,
-                    env._tagged_by]
+    return state + [env.obs, env.final_obs, env.reward, env.terminated, env.truncated] + list(env._tensors.values())
 
 
 def time_phases(name: str, params: dict, num_envs: int, args, device, repeats: int = 7) -> list[dict]:
@@ -36,8 +35,8 @@ def time_phases(name: str, params: dict, num_envs: int, args, device, repeats: i
         env.step(actions[t % len(actions)])
     snapshot = [b.clone() for b in _buffers(env)]
     act = env._view(actions[0])
-    prefixes = [EnvKernel(f"prefix{n}", list(tag_step.phases[:n]), tag_step.nargs)
-                for n in range(1, len(tag_step.phases) + 1)]
+    phases = env.kernel.phases
+    prefixes = [EnvKernel(f"prefix{n}", list(phases[:n]), env.kernel.nargs) for n in range(1, len(phases) + 1)]
     best = []
     for kernel in prefixes:
         kernel.launch(env.target, env.num_envs, env.num_agents, env._arrays, env._consts, act)  # compile
@@ -54,7 +53,7 @@ def time_phases(name: str, params: dict, num_envs: int, args, device, repeats: i
         best.append(seconds)
     rows, previous = [], 0.0
     print(f"\nphases of one step: {name}, num_envs={num_envs} (prefix timing on one frozen state)")
-    for phase, total in zip(tag_step.phases, best):
+    for phase, total in zip(phases, best):
         cost = max(total - previous, 0.0)
         rows.append(dict(phase=phase.fn.__name__, kind=phase.kind, ms=cost * 1e3))
         print(f"  {phase.fn.__name__:28s} {phase.kind:5s} {cost * 1e3:8.3f} ms")

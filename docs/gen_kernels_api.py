@@ -1,12 +1,14 @@
 #!/usr/bin/env python
-"""Generate docs/kernels_api.md, the API reference of ``gpurl.kernels``, from the docstrings.
+"""Generate docs/kernels_api.md, the API reference of ``gpurl.kernels`` and of the env-author API of
+``gpurl.envs`` (:data:`ENV_MODULES`), from the docstrings.
 
     python docs/gen_kernels_api.py           # rewrite docs/kernels_api.md
     python docs/gen_kernels_api.py --check   # exit 1 if the committed file is out of date
 
 Every public name (no leading underscore) defined in a module of ``gpurl.kernels`` is listed in source
 order with its signature (parameter names and defaults; the docstrings state types and shapes) and
-its docstring; device functions (``@device``) are marked, classes list their public methods.
+its docstring; device functions (``@device``) are marked, classes list their class variables and public
+methods, and ``#:`` comments document module constants.
 ``tests/test_kernels_api_doc.py`` checks that the committed file equals this script's output.
 """
 from __future__ import annotations
@@ -22,11 +24,16 @@ from pathlib import Path
 OUTPUT = Path(__file__).resolve().parent / "kernels_api.md"
 #: The order modules are listed in; any other module of gpurl.kernels follows, alphabetically.
 ORDER = ["program", "targets", "rng", "math32", "neighbors", "scratch", "interop", "errors", "aot"]
+#: The modules of gpurl.envs an env author declares an env with, and the public names documented of each.
+ENV_MODULES = {"base": ["StepOutputs", "KernelEnv"], "spaces": ["Group", "check_groups"],
+               "lifecycle": ["STEP", "RESET", "RUNNING", "ENDED", "TOOLKIT_ARRAYS", "TOOLKIT_CONSTANTS",
+                             "episode_kernel"]}
 HEADER = """# `gpurl.kernels` API reference
 
 Generated from the docstrings by `docs/gen_kernels_api.py` (run `python docs/gen_kernels_api.py`
 after changing a docstring; `tests/test_kernels_api_doc.py` fails while this file is out of date).
-The tutorial [custom_env.md](custom_env.md) shows the toolkit at work on a complete env.
+The tutorial [custom_env.md](custom_env.md) shows the toolkit at work on a complete env; the last
+part, [Declaring an env](#declaring-an-env-gpurlenvs), is the `gpurl.envs` API it is declared with.
 """
 
 
@@ -77,6 +84,32 @@ def _members(module) -> list[tuple[str, object]]:
     return sorted(found, key=lambda item: _line(item[1].py_func if hasattr(item[1], "py_func") else item[1]))
 
 
+def _constants(module, names: list[str]) -> list[str]:
+    """Entries of the module constants among ``names``: their assignment lines (consecutive ones together)
+    and the ``#:`` comment above them."""
+    entries, comment, previous = [], [], False
+    for line in inspect.getsource(module).splitlines():
+        if line.startswith("#:"):
+            comment.append(line[2:].strip())
+            continue
+        targets = line.split("=", 1)[0].split(":")[0] if "=" in line and not line[:1].isspace() else ""
+        listed = any(target.strip() in names for target in targets.split(","))
+        if listed and previous and not comment:
+            entries[-1][0].append(line.strip())
+        elif listed:
+            entries.append(([line.strip()], comment))
+        comment, previous = [], listed
+    return [item for code, text in entries for item in
+            ("- " + ", ".join(f"`{c}`" for c in code) + (f": {_markdown(' '.join(text))}" if text else ""), "")]
+
+
+def _class_variables(cls) -> str:
+    """``name = default`` of every public ``ClassVar`` of ``cls`` (an env's declarations)."""
+    names = [n for n, kind in vars(cls).get("__annotations__", {}).items()
+             if not n.startswith("_") and "ClassVar" in str(kind) and n in vars(cls)]
+    return ", ".join(f"`{n} = {vars(cls)[n]!r}`" for n in names)
+
+
 def _entry(name: str, obj, level: str = "###") -> list[str]:
     from gpurl.kernels.targets import DeviceFunction
 
@@ -87,14 +120,20 @@ def _entry(name: str, obj, level: str = "###") -> list[str]:
     elif inspect.isclass(obj):
         init = obj.__init__ if "__init__" in vars(obj) else None
         signature = _signature(init).replace("(self, ", "(").replace("(self)", "()") if init else ""
+        if hasattr(obj, "_fields"):  # a NamedTuple
+            signature = f"({', '.join(obj._fields)})"
         lines = [f"{level} class `{name}{signature}`", ""]
     else:
         lines = [f"{level} `{name}{_signature(obj)}`", ""]
     lines += [doc, ""] if doc else ["(no docstring)", ""]
+    if inspect.isclass(obj) and _class_variables(obj):
+        lines += ["Class variables: " + _class_variables(obj) + ".", ""]
     if inspect.isclass(obj):
-        methods = [(n, m) for n, m in vars(obj).items() if not n.startswith("_") and inspect.isfunction(m)]
+        methods = [(n, getattr(m, "__func__", m)) for n, m in vars(obj).items()
+                   if not n.startswith("_") and inspect.isfunction(getattr(m, "__func__", m))]
         for method_name, method in sorted(methods, key=lambda item: _line(item[1])):
             signature = _signature(method).replace("(self, ", "(").replace("(self)", "()")
+            signature = signature.replace("(cls, ", "(").replace("(cls)", "()")
             method_doc = _markdown(inspect.getdoc(method) or "(no docstring)")
             lines += [f"- `{name}.{method_name}{signature}`: " + method_doc.replace("\n", "\n  "), ""]
     return lines
@@ -118,6 +157,14 @@ def render() -> str:
         out += [f"## `gpurl.kernels.{short}`", "", _markdown(inspect.getdoc(module) or ""), ""]
         for name, obj in _members(module):
             out += _entry(name, obj)
+    out += ["## Declaring an env (`gpurl.envs`)", ""]
+    for short, names in ENV_MODULES.items():
+        module = importlib.import_module(f"gpurl.envs.{short}")
+        out += [f"### `gpurl.envs.{short}`", "", _markdown(inspect.getdoc(module) or ""), ""]
+        out += _constants(module, names)
+        for name, obj in _members(module):
+            if name in names:
+                out += _entry(name, obj, level="####")
     return "\n".join(out).rstrip() + "\n"
 
 

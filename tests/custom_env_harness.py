@@ -16,7 +16,7 @@ import gpurl  # noqa: E402
 import examples.custom_env as custom_env  # noqa: E402  (registers "foraging")
 from examples.custom_env_reference import observe_ref, reset_ref, step_ref  # noqa: E402
 
-STATE_KEYS = tuple(f for f in custom_env.ForagingState.__dataclass_fields__)
+STATE_KEYS = (*custom_env.Foraging.state, "episode")
 # 7 envs x 13 agents, 5 food items on a 6 x 6 torus: food is eaten every step; 9-step episodes, and
 # an episode terminates at 12 items, so a few dozen steps cross both kinds of episode end.
 SMALL = dict(num_envs=7, seed=3, num_agents=13, num_food=5, grid_size=6, episode_length=9, food_target=12)

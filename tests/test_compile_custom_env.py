@@ -28,8 +28,8 @@ def launch_args(action_dtype: torch.dtype) -> dict[str, tuple]:
     env = gpurl.make("foraging", num_envs=2, device="cpu", seed=1, num_agents=3)
     recorded = {}
 
-    def record(kernel, target, num_envs, num_agents, *args, stream=None):
-        assert kernel is custom_env.foraging_step
+    def record(kernel, target, num_envs, num_agents, *args, stream=None, constants=()):
+        assert kernel is custom_env.Foraging.class_kernel()
         recorded["step" if "reset" in recorded else "reset"] = args
 
     with pytest.MonkeyPatch.context() as mp:
@@ -43,12 +43,12 @@ def test_reset_and_step_type_to_one_build_per_action_dtype():
     int64, int32 = launch_args(torch.int64), launch_args(torch.int32)
     assert kernel_signature(int64["reset"]) == kernel_signature(int64["step"]) == kernel_signature(int32["reset"])
     assert kernel_signature(int32["step"]) != kernel_signature(int64["step"])
-    assert int64["reset"][1].reset_only == 1 and int64["step"][1].reset_only == 0
+    assert int64["reset"][1].launch == 1 and int64["step"][1].launch == 0  # lifecycle.RESET / STEP
 
 
 @pytest.mark.parametrize("actions", sorted(ACTION_DTYPES))
-def test_foraging_step_compiles_for_sm90_without_float64(actions, ptxas):
-    ptx = compile_ptx_sm90(custom_env.foraging_step, launch_args(ACTION_DTYPES[actions])["step"])
+def test_foraging_kernel_compiles_for_sm90_without_float64(actions, ptxas):
+    ptx = compile_ptx_sm90(custom_env.Foraging.class_kernel(), launch_args(ACTION_DTYPES[actions])["step"])
     assert ".target sm_90" in ptx
     assert float64_instructions(ptx) == []
     assert assemble_sm90(ptx, ptxas)[:4] == b"\x7fELF"
@@ -57,7 +57,7 @@ def test_foraging_step_compiles_for_sm90_without_float64(actions, ptxas):
 def test_float64_constant_is_caught():
     # The check has teeth on this kernel: a Python float (typed float64) promotes the obs division.
     arrays, consts, actions = launch_args(torch.int64)["step"]
-    ptx = compile_ptx_sm90(custom_env.foraging_step, (arrays, consts._replace(size_f32=8.0), actions))
+    ptx = compile_ptx_sm90(custom_env.Foraging.class_kernel(), (arrays, consts._replace(size_f32=8.0), actions))
     assert any("f64" in line for line in float64_instructions(ptx))
 
 
@@ -65,7 +65,7 @@ def test_cuda_typing_error_names_the_authors_phase_and_line():
     # A wrong rank: numba-cuda's own message has no location; gpurl's names the example's line.
     arrays, consts, actions = launch_args(torch.int64)["step"]
     with pytest.raises(KernelTypingError) as info:
-        compile_ptx_sm90(custom_env.foraging_step, (arrays._replace(hit=np.zeros(2, np.uint8)), consts, actions))
+        compile_ptx_sm90(custom_env.Foraging.class_kernel(), (arrays._replace(hit=np.zeros(2, np.uint8)), consts, actions))
     message = str(info.value)
-    assert "(cuda build)" in message and "forage_move" in message
+    assert "(cuda build)" in message and "move" in message
     assert 'custom_env.py", line' in message and "s.hit is uint8 ndarray of shape [2] (1-d)" in message

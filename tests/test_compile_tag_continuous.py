@@ -1,14 +1,14 @@
-"""Compile tier: tag_continuous's kernels compile to sm_90 PTX with no float64 and assemble with ptxas.
+"""Compile tier: tag_continuous's kernel compiles to sm_90 PTX with no float64 and assemble with ptxas.
 
 The kernels are typed with the exact arguments a tiny CPU env launches them with (recorded by wrapping
 ``EnvKernel.launch``, nothing runs): only dtypes, ranks and layouts matter, so the CPU env's arrays
 stand in for device arrays even though the CUDA build's k-nearest scratch has other *shapes*
 (``knn_scratch_shapes``). Full and k-nearest observations are the same kernel (``full_obs`` is a
 run-time constant), so both configurations must type to one signature and one compile serves both.
-Step actions may be int64 or int32 (both accepted by ``env.step``): two builds of tag_step.
+Step actions may be int64 or int32 (both accepted by ``env.step``): two builds of the kernel.
 
 ``ptxas -v``'s register / spill report is printed (``pytest -s`` shows it) to keep an eye on the
-phase-heavy step kernel; it is not asserted (the number moves with every kernel change).
+phase-heavy kernel; it is not asserted (the number moves with every kernel change).
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ import pytest
 import torch
 
 import gpurl
-from gpurl.envs.tag_continuous.kernels import tag_reset, tag_step
 from gpurl.kernels.aot import assemble_sm90, compile_ptx_sm90, float64_instructions, kernel_signature
 from gpurl.kernels.program import EnvKernel
 
@@ -36,19 +35,21 @@ ACTION_DTYPES = {"int64": torch.int64, "int32": torch.int32}
 
 
 def launch_args(config: str, action_dtype: torch.dtype) -> dict[str, tuple]:
-    """{kernel name: args after (target, E, N)} of a tiny CPU env's reset() and step(), not run."""
+    """{"reset" / "step": args after (target, E, N)} of a tiny CPU env's reset() and step(), not run;
+    ``recorded["kernel"]``: the env's kernel."""
     env = gpurl.make("tag_continuous", num_envs=2, device="cpu", seed=1, num_taggers=2, num_runners=5,
                      **CONFIGS[config])
     recorded = {}
 
-    def record(kernel, target, num_envs, num_agents, *args, stream=None):
-        recorded[kernel.name] = args
+    def record(kernel, target, num_envs, num_agents, *args, stream=None, constants=()):
+        recorded["reset" if "reset" not in recorded else "step"] = args
+        recorded["kernel"] = kernel
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(EnvKernel, "launch", record)
         env.reset()
         env.step(torch.zeros(env.num_envs, env.num_agents, 2, dtype=action_dtype))
-    assert set(recorded) == {tag_reset.name, tag_step.name}
+    assert set(recorded) == {"reset", "step", "kernel"}
     return recorded
 
 
@@ -81,33 +82,31 @@ def ptxas_report(ptx: str, ptxas: str) -> dict[str, int]:
 def test_full_and_k_nearest_configs_type_to_one_build():
     for dtype in ACTION_DTYPES.values():
         full, partial = launch_args("full_obs", dtype), launch_args("k_nearest", dtype)
-        for name in full:
+        for name in ("reset", "step"):
             assert kernel_signature(full[name]) == kernel_signature(partial[name]), name
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 @pytest.mark.parametrize("actions", sorted(ACTION_DTYPES))
-@pytest.mark.parametrize("kernel", [tag_step, tag_reset], ids=lambda k: k.name)
-def test_tag_kernel_compiles_for_sm90_without_float64(kernel, actions, config, ptxas):
-    args = launch_args(config, ACTION_DTYPES[actions])[kernel.name]
-    ptx, cubin = compiled(kernel, args, ptxas)
+def test_tag_kernel_compiles_for_sm90_without_float64(actions, config, ptxas):
+    recorded = launch_args(config, ACTION_DTYPES[actions])
+    ptx, cubin = compiled(recorded["kernel"], recorded["step"], ptxas)
     assert ".target sm_90" in ptx
     assert float64_instructions(ptx) == []
     assert cubin[:4] == b"\x7fELF"
 
 
-@pytest.mark.parametrize("kernel", [tag_step, tag_reset], ids=lambda k: k.name)
-def test_ptxas_resource_usage_is_reported(kernel, ptxas):
-    args = launch_args("k_nearest", torch.int64)[kernel.name]
-    ptx, _ = compiled(kernel, args, ptxas)
+def test_ptxas_resource_usage_is_reported(ptxas):
+    recorded = launch_args("k_nearest", torch.int64)
+    ptx, _ = compiled(recorded["kernel"], recorded["step"], ptxas)
     report = ptxas_report(ptx, ptxas)
-    print(f"\n{kernel.name} sm_90: {report}")
+    print(f"\n{recorded['kernel'].name} sm_90: {report}")
     assert 0 < report["registers"] <= 255
 
 
-def test_float64_constant_in_tag_step_is_caught():
+def test_float64_constant_in_the_tag_kernel_is_caught():
     # The check has teeth on this kernel: a Python float constant (typed float64) promotes the tag test.
-    args = launch_args("k_nearest", torch.int64)[tag_step.name]
-    arrays, consts, actions = args
-    ptx = compile_ptx_sm90(tag_step, (arrays, consts._replace(tag_radius=0.75), actions))
+    recorded = launch_args("k_nearest", torch.int64)
+    arrays, consts, actions = recorded["step"]
+    ptx = compile_ptx_sm90(recorded["kernel"], (arrays, consts._replace(tag_radius=0.75), actions))
     assert any("f64" in line for line in float64_instructions(ptx))

@@ -2,7 +2,7 @@
 
 The kernel is typed with the exact arguments a tiny CPU env launches it with (recorded by wrapping
 ``EnvKernel.launch``, nothing runs): only dtypes, ranks and layouts matter. Full and partial
-observations, random and fixed starts, and reset launches (``reset_only``) are run-time constants, so
+observations, random and fixed starts, and reset launches (``launch``) are run-time constants, so
 every configuration types to one signature per action dtype; int64 and int32 actions are both
 accepted by ``env.step``: two builds.
 """
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import gpurl
-from gpurl.envs.tag_gridworld.kernels import gridworld_step
+from gpurl.envs.tag_gridworld import TagGridworld
 from gpurl.kernels.aot import assemble_sm90, compile_ptx_sm90, float64_instructions, kernel_signature
 from gpurl.kernels.program import EnvKernel
 
@@ -30,8 +30,8 @@ def launch_args(config: str, action_dtype: torch.dtype) -> dict[str, tuple]:
     env = gpurl.make("tag_gridworld", num_envs=2, device="cpu", seed=1, num_taggers=2, **CONFIGS[config])
     recorded = {}
 
-    def record(kernel, target, num_envs, num_agents, *args, stream=None):
-        assert kernel is gridworld_step
+    def record(kernel, target, num_envs, num_agents, *args, stream=None, constants=()):
+        assert kernel is TagGridworld.class_kernel()
         recorded["step" if "reset" in recorded else "reset"] = args
 
     with pytest.MonkeyPatch.context() as mp:
@@ -45,10 +45,10 @@ _compiled: dict[tuple, tuple[str, bytes]] = {}
 
 
 def compiled(args: tuple, ptxas: str) -> tuple[str, bytes]:
-    """(PTX, cubin) of gridworld_step typed by ``args``; compiled once per signature in this process."""
+    """(PTX, cubin) of the gridworld kernel typed by ``args``; compiled once per signature in this process."""
     key = kernel_signature(args)
     if key not in _compiled:
-        ptx = compile_ptx_sm90(gridworld_step, args)
+        ptx = compile_ptx_sm90(TagGridworld.class_kernel(), args)
         _compiled[key] = ptx, assemble_sm90(ptx, ptxas)
     return _compiled[key]
 
@@ -59,7 +59,7 @@ def test_configs_and_reset_launches_type_to_one_build_per_action_dtype():
         for config in CONFIGS:
             args = launch_args(config, dtype)
             signatures.add(kernel_signature(args["step"]))
-            assert args["reset"][1].reset_only == 1 and args["step"][1].reset_only == 0
+            assert args["reset"][1].launch == 1 and args["step"][1].launch == 0
     # reset launches pass int64 placeholder actions: they share the int64 step build
     assert kernel_signature(launch_args("full_obs", torch.int32)["reset"]) in signatures
     assert len(signatures) == len(ACTION_DTYPES)
@@ -67,7 +67,7 @@ def test_configs_and_reset_launches_type_to_one_build_per_action_dtype():
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 @pytest.mark.parametrize("actions", sorted(ACTION_DTYPES))
-def test_gridworld_step_compiles_for_sm90_without_float64(actions, config, ptxas):
+def test_gridworld_kernel_compiles_for_sm90_without_float64(actions, config, ptxas):
     args = launch_args(config, ACTION_DTYPES[actions])["step"]
     ptx, cubin = compiled(args, ptxas)
     assert ".target sm_90" in ptx
@@ -78,5 +78,5 @@ def test_gridworld_step_compiles_for_sm90_without_float64(actions, config, ptxas
 def test_float64_constant_is_caught():
     # The check has teeth on this kernel: a Python float constant (typed float64) promotes the obs division.
     arrays, consts, actions = launch_args("full_obs", torch.int64)["step"]
-    ptx = compile_ptx_sm90(gridworld_step, (arrays, consts._replace(length_f32=10.0), actions))
+    ptx = compile_ptx_sm90(TagGridworld.class_kernel(), (arrays, consts._replace(length_f32=10.0), actions))
     assert any("f64" in line for line in float64_instructions(ptx))

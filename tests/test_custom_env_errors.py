@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from gpurl.envs import field
 from gpurl.kernels import EnvKernel, KernelIndexError, KernelTypingError, per_agent, per_env
 
 from custom_env_harness import custom_env, make_small, reset_ref, step_ref
@@ -136,24 +137,23 @@ def test_run_python_runs_what_the_cpu_build_runs():
     for t in range(5):  # crosses autoresets
         actions = env._view(torch.randint(0, 5, (3, 4, 1), generator=gen))
         plain = env._arrays._replace(**{k: v.copy() for k, v in env._arrays._asdict().items()})
-        custom_env.foraging_step.run_python(3, 4, plain, env._consts, actions)
-        custom_env.foraging_step.launch("cpu", 3, 4, env._arrays, env._consts, actions)
+        env.kernel.run_python(3, 4, plain, env._consts, actions)
+        env.kernel.launch("cpu", 3, 4, env._arrays, env._consts, actions)
         for name, compiled in env._arrays._asdict().items():
             np.testing.assert_array_equal(getattr(plain, name), compiled, err_msg=f"step {t}: {name}")
 
 
 def test_the_example_env_with_a_wrong_array_shape(author):
-    # The env author allocated `hit` as [E] instead of [E, F]: the first launch (reset) says where.
+    # The env author declared `hit` as [E] instead of [E, F]: the first launch (reset) says where.
     class BrokenForaging(custom_env.Foraging):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self._arrays = self._arrays._replace(hit=self._view(torch.zeros(self.num_envs, dtype=torch.uint8)))
+        name = "broken_foraging"
+        scratch = {"hit": field("uint8")}
 
     env = BrokenForaging(num_envs=2, device="cpu", seed=0)
     with pytest.raises(KernelTypingError) as info:
         env.reset()
     message = str(info.value)
-    assert "kernel 'foraging_step' (cpu build) does not compile, phase 0 of 6, forage_move (per agent)" in message
+    assert "kernel 'broken_foraging' (cpu build) does not compile, phase 0 of 9, move (per agent)" in message
     assert 'custom_env.py", line' in message and "s.hit is uint8 ndarray of shape [2] (1-d)" in message
 
 
@@ -165,11 +165,11 @@ def test_out_of_bounds_in_the_cpu_build_under_boundscheck(monkeypatch):
     monkeypatch.setattr(numba.config, "BOUNDSCHECK", 1)
     env = make_small(num_envs=2, num_agents=3, num_food=3)
     env.reset()
-    kernel = EnvKernel("foraging_bounds", list(custom_env.foraging_step.phases), nargs=3)  # a fresh build
+    kernel = EnvKernel("foraging_bounds", list(env.kernel.phases), nargs=3)  # a fresh build
     short = env._arrays._replace(hit=np.zeros((2, 1), np.uint8))
     message = launch_error(kernel, short, env._consts, np.zeros((2, 3, 1), np.int64), error=KernelIndexError)
     assert "kernel 'foraging_bounds' (cpu build): IndexError in env 0" in message
-    assert 'custom_env.py", line' in message and ("forage_collect" in message or "forage_move" in message)
+    assert 'custom_env.py", line' in message and ("collect" in message or "move" in message)
     assert "s.hit is uint8 ndarray of shape [2, 1] (2-d)" in message
 
 
@@ -181,7 +181,7 @@ def test_out_of_bounds_in_a_direct_launch_gets_the_same_diagnosis(monkeypatch):
     monkeypatch.setattr(numba.config, "BOUNDSCHECK", 1)
     env = make_small(num_envs=2, num_agents=3, num_food=3)
     env.reset()
-    launcher = EnvKernel("foraging_direct", list(custom_env.foraging_step.phases), nargs=3).direct_launch()
+    launcher = EnvKernel("foraging_direct", list(env.kernel.phases), nargs=3).direct_launch()
     actions = np.zeros((2, 3, 1), np.int64)
     launcher("k", 2, 3, env._arrays, env._consts, actions)
     assert "k" in launcher._entries

@@ -32,6 +32,19 @@ def test_cpu_kernels_equal_reference_7_envs_x_13_agents_across_autoresets():
     assert terminated >= env.num_envs and truncated >= env.num_envs  # crossed both kinds of episode end
 
 
+def test_small_world_build_equals_reference(monkeypatch):
+    # A large batch of a small world gets the build with the agent count compiled in (phases inlined into one
+    # env-major loop, agent loops unrolled); forced here on 7 envs of 13 agents, it computes the same bits.
+    from gpurl.envs import base
+    from gpurl.kernels.program import FIXED_AGENTS
+
+    monkeypatch.setattr(base, "FIXED_AGENTS_MIN_ENVS", 1)
+    env = make_small()
+    assert dict(env._build_constants) == {FIXED_AGENTS: 13}
+    terminated, truncated = run_against_reference(env, steps=30)
+    assert terminated >= 1 and truncated >= 1
+
+
 def test_lone_agent_tiny_torus_env_id_offset_and_reward_scale():
     # one agent, no teammate (zeros in the obs), a 2 x 2 torus, no termination, reward 0.3 per item
     env = make_small(num_envs=3, num_agents=1, num_food=1, grid_size=2, food_target=0, food_reward=0.3,
@@ -135,7 +148,7 @@ def test_registered_groups_spaces_and_shapes():
 
 
 def test_bad_params_and_actions_are_named():
-    with pytest.raises(TypeError, match=r"unknown parameter\(s\) \['grid'\].*grid_size"):
+    with pytest.raises(TypeError, match=r"unknown parameter 'grid'.*grid_size"):
         gpurl.make("foraging", num_envs=2, device="cpu", grid=4)
     with pytest.raises(ValueError, match="grid_size must be an int in"):
         gpurl.make("foraging", num_envs=2, device="cpu", grid_size=1)

@@ -1,10 +1,11 @@
 """docs/custom_env.md works verbatim: its python code blocks run, in order, in a fresh interpreter at the
-repository root (as a reader pasting them into a session would), and every block marked
-``file=PATH`` is a verbatim piece of PATH, in the file's order (so the tutorial and the example file
-cannot drift apart).
+repository root (as a reader pasting them into a session would), every block marked ``file=PATH`` is
+a verbatim piece of PATH, in the file's order (so the tutorial and the example file cannot drift
+apart), and every output the tutorial shows in a ```text output block is printed by the blocks before it.
 
-The run compiles the example's CPU build once, starts one simulator process, compiles PTX and trains
-two tiny iterations: about 40 s on 2 vCPUs.
+The run compiles three CPU builds (the example, its float64 mistake and its two-group variant; the other
+mistakes fail before compiling or run uncompiled), starts one simulator process, compiles PTX and trains
+two tiny iterations: about a minute on 2 vCPUs.
 """
 from __future__ import annotations
 
@@ -62,8 +63,22 @@ def test_file_blocks_are_verbatim_pieces_of_their_files_in_order():
         position[target] = at + len(body)
 
 
+def shown_outputs(text: str) -> list[tuple[int, str]]:
+    """(first line, 0-based; body) of every ```text output block: what the tutorial says the blocks print."""
+    return [(text.count("\n", 0, m.start("body")), m.group("body")) for m in FENCE.finditer(text)
+            if m.group("info").split()[:2] == ["text", "output"]]
+
+
+def test_tutorial_shows_the_output_of_every_documented_mistake():
+    shown = "\n".join(body for _, body in shown_outputs(TUTORIAL.read_text()))
+    for message in ("is a plain Python function", "computes in float64", "best is float64",
+                    "it looks like a per_env phase", "is out of bounds", "overlap: agents 2..2 are in both"):
+        assert message in shown, message
+
+
 def test_tutorial_runs_verbatim_in_a_fresh_interpreter():
-    blocks = [(line, body) for line, body, _ in python_blocks(TUTORIAL.read_text())]
+    text = TUTORIAL.read_text()
+    blocks = [(line, body) for line, body, _ in python_blocks(text)]
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "TRITON_INTERPRET")}
     env.setdefault("OMP_NUM_THREADS", "1")
     done = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(blocks), cwd=REPO, env=env,
@@ -71,6 +86,13 @@ def test_tutorial_runs_verbatim_in_a_fresh_interpreter():
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
     assert "CPU build == reference; episodes ended:" in output
-    assert "does not compile, phase 0 of 6, forage_move (per agent)" in output
+    # Each documented mistake raised the error the tutorial catches, with the message it shows (file names
+    # and line numbers included: editing the tutorial above a mistake moves them, so update the block).
+    printed = done.stdout.splitlines()
+    for line, body in shown_outputs(text):
+        missing = [shown for shown in body.splitlines() if shown not in printed]
+        assert not missing, (f"docs/custom_env.md line {line}: the blocks no longer print these lines of the "
+                             f"output shown there; update it:\n" + "\n".join(missing) + "\n--- printed:\n"
+                             + done.stdout[-6000:])
     assert "CUDA build in the simulator == reference" in output
     assert "return per episode: random" in output

@@ -24,7 +24,7 @@ from gridworld_harness import STATE_KEYS, make_small, random_actions, run_agains
 pytestmark = pytest.mark.gpu
 
 PARAMS = dict(num_taggers=12, grid_length=6, episode_length=9)
-WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated", "_tags", "_finished", "_restart", "_hit_wall")
+WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated")  # and every array of env._tensors
 
 
 def make_pair(device, **overrides):
@@ -41,6 +41,9 @@ def assert_envs_match(c_env, numba_env, where: str) -> None:
                                       err_msg=f"{where}: state.{k}")
     for name in WRITTEN:
         np.testing.assert_array_equal(getattr(c_env, name).cpu().numpy(), getattr(numba_env, name).cpu().numpy(),
+                                      err_msg=f"{where}: {name}")
+    for name in numba_env._tensors:  # the declared arrays and the toolkit's flags (tags, hit_wall, status, restart, ...)
+        np.testing.assert_array_equal(c_env._tensors[name].cpu().numpy(), numba_env._tensors[name].cpu().numpy(),
                                       err_msg=f"{where}: {name}")
 
 

@@ -25,7 +25,7 @@ pytestmark = [
 # 2 envs x 3 agents, 3 food items on a 3 x 3 torus: food is eaten most steps; 4-step episodes that
 # terminate at 3 items.
 SMALL = dict(num_agents=3, num_food=3, grid_size=3, episode_length=4, food_target=3)
-WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated", "_food", "_hit", "_finished", "_restart")
+WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated")
 
 
 def make_pair(num_envs=2, seed=3, **overrides):
@@ -42,6 +42,9 @@ def assert_envs_match(sim, cpu, where: str) -> None:
                                       err_msg=f"{where}: state.{k}")
     for name in WRITTEN:
         np.testing.assert_array_equal(getattr(sim, name).numpy(), getattr(cpu, name).numpy(),
+                                      err_msg=f"{where}: {name}")
+    for name in cpu._tensors:  # every declared array and the toolkit's flags (food, hit, status, restart, ...)
+        np.testing.assert_array_equal(sim._tensors[name].numpy(), cpu._tensors[name].numpy(),
                                       err_msg=f"{where}: {name}")
 
 
@@ -61,8 +64,8 @@ def test_both_builds_run_in_the_simulator_process():
     import numba
 
     assert numba.config.ENABLE_CUDASIM
-    assert type(custom_env.foraging_step.build("cuda")).__module__.startswith("numba.cuda.simulator")
-    assert isinstance(custom_env.foraging_step.build("cpu"), numba.core.registry.CPUDispatcher)
+    assert type(custom_env.Foraging.class_kernel().build("cuda")).__module__.startswith("numba.cuda.simulator")
+    assert isinstance(custom_env.Foraging.class_kernel().build("cpu"), numba.core.registry.CPUDispatcher)
 
 
 def test_simulator_matches_cpu_build_across_autoreset():
@@ -81,7 +84,7 @@ def test_frozen_envs_and_masked_reseeded_reset_match_cpu_build():
     for env in (sim, cpu):
         env.reset()
     step_pair(sim, cpu, steps=3, gen=gen, where="frozen after their end, ")
-    assert sim._finished.numpy().all()
+    assert sim._tensors["status"].numpy().all()
     mask = torch.tensor([False, True, False])
     for env in (sim, cpu):
         env.reset(seed=11, mask=mask)
@@ -100,4 +103,4 @@ def test_more_agents_than_one_block_holds(monkeypatch):
     assert_envs_match(sim, cpu, "reset")
     terminations, _ = step_pair(sim, cpu, steps=2, gen=torch.Generator().manual_seed(2))
     assert terminations >= 1  # 35 agents on 16 cells eat 3 items quickly
-    assert custom_env.foraging_step.build("cuda").block_dim == (32, 1, 1)
+    assert custom_env.Foraging.class_kernel().build("cuda").block_dim == (32, 1, 1)

@@ -1,5 +1,5 @@
-"""Sim tier: simple_tag's CUDA build (thread per agent, 7 phases) in Numba's simulator vs its CPU build
-(one env-major phase), in one process, with the same params, seeds, actions and injected states.
+"""Sim tier: simple_tag's CUDA build (thread per agent, a barrier per phase) in Numba's simulator vs its CPU
+build (env-major, phases inlined), in one process, with the same params, seeds, actions and injected states.
 
 Integers (counters, flags, the finished bookkeeping) must match exactly and the reset draws bit for bit;
 floats within FLOAT_ATOL. They are not bit-identical: the simulator evaluates ``math.exp``/``math.sqrt``
@@ -17,7 +17,6 @@ import torch
 
 import gpurl
 import gpurl.kernels.program as program
-from gpurl.envs.simple_tag.kernels import simple_tag_reset, simple_tag_step
 from gpurl.kernels.program import EnvKernel
 
 from simple_tag_harness import crowd, random_actions
@@ -46,9 +45,11 @@ def assert_envs_match(sim, cpu, where: str) -> None:
     for k in INT_STATE:
         np.testing.assert_array_equal(getattr(sim.state, k).numpy(), getattr(cpu.state, k).numpy(),
                                       err_msg=f"{where}: state.{k}")
-    for name in ("terminated", "truncated", "_finished"):
+    for name in ("terminated", "truncated"):
         np.testing.assert_array_equal(getattr(sim, name).numpy(), getattr(cpu, name).numpy(),
                                       err_msg=f"{where}: {name}")
+    np.testing.assert_array_equal(sim._tensors["status"].numpy(), cpu._tensors["status"].numpy(),
+                                  err_msg=f"{where}: status")
     floats = {f"state.{k}": (getattr(sim.state, k), getattr(cpu.state, k)) for k in FLOAT_STATE}
     floats.update(obs=(sim.obs, cpu.obs), reward=(sim.reward, cpu.reward), final_obs=(sim.final_obs, cpu.final_obs),
                   collisions=(sim.step_metrics()["collisions"], cpu.step_metrics()["collisions"]))
@@ -79,10 +80,10 @@ def test_both_builds_run_in_the_simulator_process():
     import numba
 
     assert numba.config.ENABLE_CUDASIM
-    assert type(simple_tag_step.build("cuda")).__module__.startswith("numba.cuda.simulator")
     sim, cpu = make_pair()
-    assert (sim._step_kernel, sim._reset_kernel) == (simple_tag_step, simple_tag_reset)
-    assert isinstance(cpu._step_kernel.build("cpu"), numba.core.registry.CPUDispatcher)
+    assert sim.kernel is cpu.kernel  # one kernel per env class, built per target
+    assert type(sim.kernel.build("cuda")).__module__.startswith("numba.cuda.simulator")
+    assert isinstance(cpu.kernel.build("cpu"), numba.core.registry.CPUDispatcher)
 
 
 @pytest.mark.parametrize("continuous", [False, True], ids=["discrete", "continuous"])
@@ -107,7 +108,7 @@ def test_more_obstacles_than_agents_terminations_and_frozen_envs():
     gen = torch.Generator().manual_seed(2)
     events = step_pair(sim, cpu, steps=6, gen=gen)
     assert events["terminated"] >= 1 and events["truncated"] >= 1, events
-    assert (sim._finished.numpy() != 0).all()  # every env ended and stays frozen
+    assert (sim._tensors["status"].numpy() != 0).all()  # every env ended and stays frozen
     mask = torch.tensor([False, True, True])
     for env in (sim, cpu):
         env.reset(seed=9, mask=mask)
@@ -124,7 +125,7 @@ def test_more_agents_than_one_block_holds(monkeypatch):
     assert_envs_match(sim, cpu, "reset")
     events = step_pair(sim, cpu, steps=3, gen=torch.Generator().manual_seed(4), crowd_every=2)
     assert events["catches"] >= 1 and events["truncated"] == 1
-    assert simple_tag_step.build("cuda").block_dim == (32, 1, 1)  # the simulator's record of the last launch
+    assert sim.kernel.build("cuda").block_dim == (32, 1, 1)  # the simulator's record of the last launch
 
 
 def test_reset_launch_arguments_do_not_alias_state():

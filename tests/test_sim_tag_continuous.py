@@ -8,7 +8,7 @@ discrete decision (tag radius, wall hit, k-nearest order): a flip would show as 
 a float error of order 1, not as a tolerance problem.
 
 Cost: the simulator runs one Python thread per CUDA thread (~1e3 agent-steps/s), and the CPU build of
-tag_step/tag_reset takes about a minute to compile on the first launch in this process (shared by every
+the tag_continuous kernel takes about a minute to compile on the first launch in this process (shared by every
 test here: builds are cached per kernel and argument types, so everything uses int64 actions).
 """
 from __future__ import annotations
@@ -20,7 +20,6 @@ import torch
 import gpurl
 import gpurl.kernels.program as program
 from gpurl.envs.tag_continuous import TagContinuous
-from gpurl.envs.tag_continuous.kernels import tag_reset, tag_step
 from gpurl.kernels.neighbors import k_nearest, k_nearest_ref, knn_scratch_shapes
 from gpurl.kernels.program import EnvKernel, per_agent
 from gpurl.kernels.scratch import lane, num_lanes
@@ -70,8 +69,11 @@ def assert_envs_match(sim, cpu, where: str) -> None:
     for k in INT_STATE:
         np.testing.assert_array_equal(getattr(sim.state, k).numpy(), getattr(cpu.state, k).numpy(),
                                       err_msg=f"{where}: state.{k}")
-    for name in ("terminated", "truncated", "_finished", "_tagged_by"):
+    for name in ("terminated", "truncated"):
         np.testing.assert_array_equal(getattr(sim, name).numpy(), getattr(cpu, name).numpy(),
+                                      err_msg=f"{where}: {name}")
+    for name in ("status", "tagged_by", "tags"):
+        np.testing.assert_array_equal(sim._tensors[name].numpy(), cpu._tensors[name].numpy(),
                                       err_msg=f"{where}: {name}")
     floats = {f"state.{k}": (getattr(sim.state, k), getattr(cpu.state, k)) for k in FLOAT_STATE}
     floats.update(obs=(sim.obs, cpu.obs), reward=(sim.reward, cpu.reward),
@@ -90,7 +92,7 @@ def step_pair(sim, cpu, steps: int, gen: torch.Generator, where: str = "") -> di
         _, _, term_cpu, trunc_cpu, info_cpu = cpu.step(actions)
         assert_envs_match(sim, cpu, f"{where}step {t}")
         assert info["final_obs"] is sim.final_obs and info_cpu["final_obs"] is cpu.final_obs
-        events["tags"] += int((cpu._tagged_by >= 0).sum())
+        events["tags"] += int(cpu.step_metrics()["tags"].sum())
         events["terminated"] += int(term_cpu.sum())
         events["truncated"] += int(trunc_cpu.sum())
     return events
@@ -103,9 +105,10 @@ def test_both_builds_run_in_the_simulator_process():
     import numba
 
     assert numba.config.ENABLE_CUDASIM
-    assert type(tag_step.build("cuda")).__module__.startswith("numba.cuda.simulator")
+    kernel = make_pair(num_envs=1)[0].kernel
+    assert type(kernel.build("cuda")).__module__.startswith("numba.cuda.simulator")
     # The CPU target ignores NUMBA_ENABLE_CUDASIM: a real njit(parallel=True) build.
-    assert isinstance(tag_step.build("cpu"), numba.core.registry.CPUDispatcher)
+    assert isinstance(kernel.build("cpu"), numba.core.registry.CPUDispatcher)
 
 
 @pytest.mark.parametrize("full", [True, False], ids=["full_obs", "k_nearest"])
@@ -153,7 +156,7 @@ def test_more_agents_than_one_block_holds(monkeypatch):
     assert_envs_match(sim, cpu, "reset")
     events = step_pair(sim, cpu, steps=3, gen=torch.Generator().manual_seed(2))
     assert events["tags"] >= 1
-    assert tag_step.build("cuda").block_dim == (32, 1, 1)  # the simulator's record of the last launch
+    assert sim.kernel.build("cuda").block_dim == (32, 1, 1)  # the simulator's record of the last launch
 
 
 def test_reset_episode_counter_in_simulator():

@@ -15,7 +15,7 @@ import torch
 
 import gpurl
 import gpurl.kernels.program as program
-from gpurl.envs.tag_gridworld.kernels import gridworld_step
+from gpurl.envs.tag_gridworld import TagGridworld
 
 from gridworld_harness import STATE_KEYS, random_actions
 
@@ -27,7 +27,7 @@ pytestmark = [
 
 # 2 envs x (3 taggers + runner) on a 3 x 3 grid: tags and wall hits every few steps; 4-step episodes.
 SMALL = dict(num_taggers=3, grid_length=2, episode_length=4)
-WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated", "_tags", "_finished", "_restart", "_hit_wall")
+WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated")  # and every array of env._tensors
 
 
 def make_pair(num_envs=2, seed=3, **overrides):
@@ -44,6 +44,9 @@ def assert_envs_match(sim, cpu, where: str) -> None:
                                       err_msg=f"{where}: state.{k}")
     for name in WRITTEN:
         np.testing.assert_array_equal(getattr(sim, name).numpy(), getattr(cpu, name).numpy(),
+                                      err_msg=f"{where}: {name}")
+    for name in cpu._tensors:  # the declared arrays and the toolkit's flags (tags, hit_wall, status, restart, ...)
+        np.testing.assert_array_equal(sim._tensors[name].numpy(), cpu._tensors[name].numpy(),
                                       err_msg=f"{where}: {name}")
 
 
@@ -63,8 +66,8 @@ def test_both_builds_run_in_the_simulator_process():
     import numba
 
     assert numba.config.ENABLE_CUDASIM
-    assert type(gridworld_step.build("cuda")).__module__.startswith("numba.cuda.simulator")
-    assert isinstance(gridworld_step.build("cpu"), numba.core.registry.CPUDispatcher)
+    assert type(TagGridworld.class_kernel().build("cuda")).__module__.startswith("numba.cuda.simulator")
+    assert isinstance(TagGridworld.class_kernel().build("cpu"), numba.core.registry.CPUDispatcher)
 
 
 @pytest.mark.parametrize("full", [True, False], ids=["full_obs", "partial_obs"])
@@ -84,12 +87,12 @@ def test_masked_reset_reseed_and_frozen_envs_match_cpu_build():
     for env in (sim, cpu):
         env.reset()
     ends = step_pair(sim, cpu, steps=5, gen=gen, where="frozen after their end, ")
-    assert ends.sum() >= 3 and sim._finished.numpy().all()
+    assert ends.sum() >= 3 and sim._tensors["status"].numpy().all()
     mask = torch.tensor([False, True, False])
     for env in (sim, cpu):
         env.reset(seed=11, mask=mask)
     assert_envs_match(sim, cpu, "masked reset with a new seed")
-    np.testing.assert_array_equal(sim._finished.numpy(), [1, 0, 1])
+    np.testing.assert_array_equal(sim._tensors["status"].numpy(), [1, 0, 1])
     step_pair(sim, cpu, steps=2, gen=gen, where="after the masked reset, ")
     np.testing.assert_array_equal(sim.reward.numpy()[[0, 2]], 0)
 
@@ -103,4 +106,4 @@ def test_more_agents_than_one_block_holds(monkeypatch):
     cpu.reset()
     assert_envs_match(sim, cpu, "reset")
     step_pair(sim, cpu, steps=4, gen=torch.Generator().manual_seed(2))
-    assert gridworld_step.build("cuda").block_dim == (32, 1, 1)  # the simulator's record of the last launch
+    assert TagGridworld.class_kernel().build("cuda").block_dim == (32, 1, 1)  # the simulator's record of the last launch

@@ -1,6 +1,6 @@
 """simple_tag's CPU build with the world sizes compiled in (large batches) computes the same bits as the
 build with run-time sizes that small batches use: the same float operations in the same order, only
-unrolled. Every output and state array is compared exactly, step after step, through contacts, catches,
+unrolled (the agent loops too, inlined into one env-major loop). Every output and state array is compared exactly, step after step, through contacts, catches,
 autoresets and (for continuous actions) terminations.
 
 Cost: one compile of the fixed-size kernel per world size and action dtype (~15-40 s on 2 vCPUs), three here.
@@ -12,9 +12,11 @@ import pytest
 import torch
 
 import gpurl
+from gpurl.envs import base
 from gpurl.envs.simple_tag import env as simple_tag_env
 from gpurl.envs.simple_tag.env import FIXED_SIZE_LIMIT, FIXED_SIZE_MIN_ENVS, fixed_sizes
 from gpurl.envs.simple_tag.params import SimpleTagParams
+from gpurl.kernels.program import FIXED_AGENTS
 
 from simple_tag_harness import STATE_KEYS, crowd, random_actions
 
@@ -31,8 +33,10 @@ def _pair(world: dict, monkeypatch) -> tuple:
     """(run-time sizes, fixed sizes): the same 12 envs, the second forced onto the fixed-size build."""
     runtime = gpurl.make("simple_tag", num_envs=12, seed=5, **world)
     monkeypatch.setattr(simple_tag_env, "FIXED_SIZE_MIN_ENVS", 1)
+    monkeypatch.setattr(base, "FIXED_AGENTS_MIN_ENVS", 1)
     fixed = gpurl.make("simple_tag", num_envs=12, seed=5, **world)
-    assert runtime._constants == () and dict(fixed._constants)["SIMPLE_TAG_AGENTS"] == fixed.num_agents
+    constants = dict(fixed._build_constants)
+    assert runtime._build_constants == () and constants["SIMPLE_TAG_AGENTS"] == constants[FIXED_AGENTS] == fixed.num_agents
     return runtime, fixed
 
 
@@ -59,16 +63,17 @@ def test_fixed_size_build_is_bit_identical_to_the_run_time_size_build(world, mon
         ended += int((out_r[2] | out_r[3]).sum())
         catches += int(runtime.step_metrics()["collisions"].sum())
     assert ended > 0 and catches > 0  # the runs went through autoresets and catches
-    key = ("cpu", fixed._constants)
-    assert key in fixed._step_kernel._builds  # the fixed build ran, not the shared one
+    key = ("cpu", fixed._build_constants)
+    assert key in fixed.kernel._builds  # the fixed build ran, not the shared one
 
 
 def test_fixed_size_build_reads_int32_and_int64_actions_alike(monkeypatch):
-    """A fixed-size build reads discrete actions in their own dtype (one compile per dtype, no float32 copy
-    per step): int32 and int64 actions give the same steps."""
+    """Builds read discrete actions in their own dtype (one compile per dtype, no copy per step): int32 and
+    int64 actions give the same steps."""
     monkeypatch.setattr(simple_tag_env, "FIXED_SIZE_MIN_ENVS", 1)
+    monkeypatch.setattr(base, "FIXED_AGENTS_MIN_ENVS", 1)
     wide, narrow = (gpurl.make("simple_tag", num_envs=12, seed=5, **WORLDS["3v1v2_discrete"]) for _ in range(2))
-    assert wide._constants and wide._discrete_actions is None
+    assert wide._build_constants
     for env in (wide, narrow):
         env.reset()
     gen = torch.Generator().manual_seed(3)
@@ -84,13 +89,13 @@ def test_fixed_size_build_reads_int32_and_int64_actions_alike(monkeypatch):
 def test_fixed_sizes_only_for_large_cpu_batches_of_small_worlds():
     small = SimpleTagParams.from_kwargs(num_adversaries=3, num_good=1, num_obstacles=2)
     assert dict(fixed_sizes(small, "cpu", FIXED_SIZE_MIN_ENVS)) == {
-        "SIMPLE_TAG_AGENTS": 4, "SIMPLE_TAG_OBSTACLES": 2, "SIMPLE_TAG_ADVERSARIES": 3, "SIMPLE_TAG_CHUNK": 64}
-    assert fixed_sizes(small, "cpu", FIXED_SIZE_MIN_ENVS - 1) == ()
-    assert fixed_sizes(small, "cuda", 4096) == ()
+        "SIMPLE_TAG_AGENTS": 4, "SIMPLE_TAG_OBSTACLES": 2, "SIMPLE_TAG_ADVERSARIES": 3}
+    assert fixed_sizes(small, "cpu", FIXED_SIZE_MIN_ENVS - 1) == {}
+    assert fixed_sizes(small, "cuda", 4096) == {}
     big = SimpleTagParams.from_kwargs(num_adversaries=10, num_good=FIXED_SIZE_LIMIT, num_obstacles=2)
-    assert fixed_sizes(big, "cpu", 4096) == ()
+    assert fixed_sizes(big, "cpu", 4096) == {}
     many_obstacles = SimpleTagParams.from_kwargs(num_obstacles=FIXED_SIZE_LIMIT + 1)
-    assert fixed_sizes(many_obstacles, "cpu", 4096) == ()
+    assert fixed_sizes(many_obstacles, "cpu", 4096) == {}
 
 
 def test_fixed_size_env_matches_the_reference_through_reset():
@@ -98,7 +103,7 @@ def test_fixed_size_env_matches_the_reference_through_reset():
     from gpurl.envs.simple_tag.reference import observe_ref, reset_ref
 
     env = gpurl.make("simple_tag", num_envs=FIXED_SIZE_MIN_ENVS, seed=2)
-    assert env._constants != ()
+    assert env._build_constants != ()
     obs = env.reset()
     state = reset_ref(env.params, env.num_envs, 2, np.zeros(env.num_envs, np.int32))
     np.testing.assert_array_equal(env.state.pos.numpy(), state["pos"])

@@ -18,7 +18,6 @@ import torch
 
 from gpurl.envs.base import StepOutputs
 from gpurl.envs.tag_gridworld.cuda_c import SOURCE, attach, kernel_args
-from gpurl.envs.tag_gridworld.layout import GridArrays, GridConsts
 from gpurl.kernels.cuda_c import bind_args, kernel_signatures
 from gpurl.kernels.cuda_c_host import HostCudaCModule, find_cxx
 
@@ -28,7 +27,7 @@ pytestmark = pytest.mark.cpu
 
 # 7 envs x (12 taggers + runner) on a 7 x 7 grid, 9-step episodes: tags and truncations both happen.
 PARAMS = dict(num_taggers=12, grid_length=6, episode_length=9)
-WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated", "_tags", "_finished", "_restart", "_hit_wall")
+WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated")  # and every array of env._tensors
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +55,9 @@ def assert_envs_match(c_env, numba_env, where: str) -> None:
     for name in WRITTEN:
         np.testing.assert_array_equal(getattr(c_env, name).numpy(), getattr(numba_env, name).numpy(),
                                       err_msg=f"{where}: {name}")
+    for name in numba_env._tensors:  # the declared arrays and the toolkit's flags (tags, hit_wall, status, restart, ...)
+        np.testing.assert_array_equal(c_env._tensors[name].numpy(), numba_env._tensors[name].numpy(),
+                                      err_msg=f"{where}: {name}")
 
 
 def step_pair(c_env, numba_env, steps, gen, dtype=torch.int64, where="") -> np.ndarray:
@@ -71,10 +73,11 @@ def step_pair(c_env, numba_env, steps, gen, dtype=torch.int64, where="") -> np.n
 
 def test_kernel_parameters_are_the_layout_fields_in_order():
     params = kernel_signatures(SOURCE.read_text())["tag_gridworld_step"]
-    names = ("num_envs", "num_agents", "obs_dim", *GridArrays._fields, *GridConsts._fields, "actions", "action_bytes")
-    assert tuple(p.name for p in params) == names
     env = make_small(**PARAMS)  # the env's buffers and constants pass every dtype check
-    args = kernel_args(env._tensors, env._consts, env.obs_dim, torch.zeros(7, 13, 1, dtype=torch.int32))
+    arrays, consts = env.kernel_tensors(), env._consts
+    names = ("num_envs", "num_agents", "obs_dim", *arrays._fields, *consts._fields, "actions", "action_bytes")
+    assert tuple(p.name for p in params) == names
+    args = kernel_args(arrays, consts, env.obs_dim, torch.zeros(7, 13, 1, dtype=torch.int32))
     assert len(bind_args("tag_gridworld_step", params, args, "cpu")) == len(names)
 
 
@@ -103,7 +106,7 @@ def test_frozen_envs_masked_reseed_int32_actions_and_out_match_numba_build(host)
     for env in (c_env, numba_env):
         env.reset()
     ends = step_pair(c_env, numba_env, steps=12, gen=gen, dtype=torch.int32, where="frozen after their end, ")
-    assert ends.sum() >= 7 and c_env._finished.numpy().all()
+    assert ends.sum() >= 7 and c_env._tensors["status"].numpy().all()
     mask = torch.tensor([False, True, False, True, False, False, True])
     for env in (c_env, numba_env):
         env.reset(seed=11, mask=mask)

@@ -1,21 +1,28 @@
-"""What every gpurl kernel env shares: argument checks, output buffers, reset/step plumbing.
+"""What every gpurl kernel env shares: declared arrays, argument checks, output buffers, episodes.
 
-Subclasses allocate their state, build their kernel arguments once, and implement ``_launch_reset``
-and ``_launch_step``. Everything here runs before a kernel launch, so an error never leaves the env
-half-updated, and nothing here reads device memory unless ``validate=True`` needs to (the action
-range check; see ``step``).
+An env class declares its groups, arrays, constants and phases (see :class:`KernelEnv`); this module
+allocates the arrays, builds the one kernel of the class (:mod:`.lifecycle`: resets, autoresets and
+ended envs are the toolkit's), redirects outputs (``step(out=...)``), re-seeds and launches. Everything
+here runs before a kernel launch, so an error never leaves the env half-updated, and nothing here reads
+device memory unless ``validate=True`` needs to (the action range check; see ``step``).
 """
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from collections import OrderedDict
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 import torch
 
 from ..kernels.interop import current_stream, kernel_view, simulator_enabled, target_for
-from .spaces import Group, action_bounds
+from ..kernels.fields import Field, struct_type
+from ..kernels.program import FIXED_AGENTS
+from ..kernels.targets import freeze_constants
+from . import lifecycle
+from .params import checked_params
+from .spaces import Group, action_bounds, check_groups
 
 
 def check_num_envs(num_envs) -> int:
@@ -49,14 +56,50 @@ class StepOutputs(NamedTuple):
     final_obs: torch.Tensor   # float32 [E, N, obs_dim]
 
 
+#: A CPU batch of at least FIXED_AGENTS_MIN_ENVS envs of at most SMALL_WORLD_AGENTS agents gets a build with
+#: its agent count compiled in (:data:`gpurl.kernels.program.FIXED_AGENTS`: phases inlined, agent loops
+#: unrolled): one more compile per agent count, which only a large batch repays.
+FIXED_AGENTS_MIN_ENVS = 256
+SMALL_WORLD_AGENTS = 16
+
+
 class KernelEnv:
     """Base class: ``num_envs`` copies of a multi-agent env stepped by device kernels.
+
+    An env class declares (docs/kernels_api.md, "Declaring an env"):
+
+    - ``params_type``: a dataclass of its parameters (``make``'s extra keyword arguments);
+    - ``groups(self) -> {name: Group}``: which agents share an obs layout and an action space, consecutive
+      slices covering the agents in order (after construction ``env.groups`` is that dict);
+    - ``state`` / ``scratch`` / ``metrics``: its arrays (:func:`gpurl.envs.field`); ``state`` is ``env.state``,
+      ``scratch`` is kernel-private, ``metrics`` names per-env float32 counts of the last step
+      (``env.step_metrics()``), zero for ended envs;
+    - ``constants(self) -> {name: NumPy scalar}``: the kernels' ``c`` (float32 values as ``np.float32``);
+    - ``step_phases`` and ``start_phases``: the kernels (:mod:`.lifecycle` says what each must write).
+
+    The kernels see ``s`` (every declared array, plus ``obs``, ``final_obs``, ``reward``, ``terminated``,
+    ``truncated``, ``episode``, ``status``, ``restart``), ``c`` (the constants, plus ``seed``,
+    ``env_id_offset``, ``autoreset``, ``launch``) and the actions.
 
     Returned tensors (obs, reward, terminated, truncated, info["final_obs"]) are views of buffers
     allocated once and rewritten in place by the next ``step``/``reset``: copy what you keep.
     """
 
-    def __init__(self, *, num_envs, device, seed, autoreset, validate=True, env_id_offset=0, target=None):
+    params_type: ClassVar[type | None] = None
+    state: ClassVar[dict[str, Field]] = {}
+    scratch: ClassVar[dict[str, Field]] = {}
+    metrics: ClassVar[tuple[str, ...]] = ()
+    step_phases: ClassVar[list] = []
+    start_phases: ClassVar[list] = []
+    #: One name per env class: its kernel's name and the name in error messages.
+    name: ClassVar[str] = ""
+
+    def __init__(self, *, num_envs=1024, device="cpu", seed=0, autoreset=True, validate=True, env_id_offset=0,
+                 target=None, **env_params):
+        if self.params_type is not None:
+            self.params = checked_params(self.params_type, self.env_name(), env_params)
+        elif env_params:
+            raise TypeError(f"{self.env_name()} takes no parameters, got {sorted(env_params)}")
         self.num_envs = check_num_envs(num_envs)
         self.device = torch.device(device)
         self.seed = check_seed(seed)
@@ -67,6 +110,22 @@ class KernelEnv:
         self.env_id_offset = int(env_id_offset)
         self.target = self._choose_target(target)
         self._needs_reset = True
+        if self.step_phases:
+            self._setup_declared()
+
+    @classmethod
+    def env_name(cls) -> str:
+        """The env's name: ``name``, else the class name."""
+        return cls.name or cls.__name__
+
+    @classmethod
+    def class_kernel(cls):
+        """The class's one kernel (step and reset, :func:`.lifecycle.episode_kernel`), built once per class:
+        every env of the class shares its compiled builds."""
+        if "_kernel" not in cls.__dict__:
+            cls._kernel = lifecycle.episode_kernel(cls.env_name(), cls.step_phases, cls.start_phases,
+                                                   tuple(cls.metrics))
+        return cls._kernel
 
     def _choose_target(self, target) -> str:
         natural = target_for(self.device)
@@ -77,7 +136,115 @@ class KernelEnv:
         raise ValueError(f"target={target!r} cannot run on device {self.device} "
                          "(the CUDA build runs on a CPU device only under NUMBA_ENABLE_CUDASIM=1)")
 
-    # ---- set-up helpers for subclasses ---------------------------------------------------------
+    # ---- what a declaring class may override -----------------------------------------------------
+
+    def groups(self) -> "OrderedDict[str, Group] | dict[str, Group]":
+        """The env's groups of agents, in agent order (see :class:`~.spaces.Group`)."""
+        raise NotImplementedError(f"{type(self).__name__} must define groups(self)")
+
+    def constants(self) -> dict:
+        """The env's kernel constants ``{name: NumPy scalar}`` (``c.name`` in the phases)."""
+        return {}
+
+    def tables(self) -> dict[str, np.ndarray]:
+        """Read-only arrays without an env axis (lookup tables), copied to the device once (``s.name``)."""
+        return {}
+
+    def build_constants(self) -> dict[str, int]:
+        """Module globals fixed for this env's build (:func:`~gpurl.kernels.freeze_constants`), e.g. sizes of
+        small worlds; a build per distinct value set. Default: none."""
+        return {}
+
+    def check_actions(self, actions: torch.Tensor) -> None:
+        """Extra checks of ``validate=True`` after the shape/dtype/range checks (raise to reject)."""
+
+    # ---- declared envs: arrays, kernel, launches ---------------------------------------------------
+
+    def _setup_declared(self) -> None:
+        groups = OrderedDict(self.groups())
+        num_agents = check_groups(groups, self.env_name())
+        self._setup_outputs(num_agents, groups)
+        cls = type(self)
+        declared = {**cls.state, **cls.scratch}
+        for name in cls.metrics:
+            declared.setdefault(name, Field("float32"))
+        clash = sorted(set(declared) & set(lifecycle.TOOLKIT_ARRAYS))
+        if clash:
+            raise ValueError(f"{self.env_name()} declares {clash}: these names are the toolkit's own arrays")
+        sizes = {"agents": num_agents, "obs": self.obs_dim}
+        self._tensors = {name: f.allocate(f.shape(self, sizes, name), self.device) for name, f in declared.items()}
+        bad_metrics = [m for m in cls.metrics if self._tensors[m].shape != (self.num_envs,)
+                       or self._tensors[m].dtype != torch.float32]
+        if bad_metrics:
+            raise ValueError(f"{self.env_name()}: metrics {bad_metrics} must be float32 fields of shape [num_envs]")
+        for name, table in self.tables().items():
+            self._tensors[name] = torch.as_tensor(np.ascontiguousarray(table), device=self.device)
+        self._tensors["episode"] = torch.zeros(self.num_envs, dtype=torch.int32, device=self.device)
+        self._tensors["status"] = torch.zeros(self.num_envs, dtype=torch.uint8, device=self.device)
+        self._tensors["restart"] = torch.zeros(self.num_envs, dtype=torch.uint8, device=self.device)
+        state_type = _state_dataclass(cls)
+        self.state = state_type(**{name: self._tensors[name] for name in (*cls.state, "episode")})
+        outputs = dict(obs=self.obs, final_obs=self.final_obs, reward=self.reward, terminated=self.terminated,
+                       truncated=self.truncated)
+        names = tuple(outputs) + tuple(n for n in self._tensors)
+        self._arrays = struct_type(f"{cls.__name__}Arrays", names)(**{n: self._view(t) for n, t in {**outputs, **self._tensors}.items()})
+        user_constants = self.constants()
+        clash = sorted(set(user_constants) & set(lifecycle.TOOLKIT_CONSTANTS))
+        if clash:
+            raise ValueError(f"{self.env_name()}.constants() returns {clash}: these names are the toolkit's own")
+        _check_constant_types(user_constants, self.env_name())
+        consts = {**user_constants, "seed": np.uint64(self.seed), "env_id_offset": np.int64(self.env_id_offset),
+                  "autoreset": np.int32(self.autoreset), "launch": np.int32(lifecycle.STEP)}
+        self._consts = struct_type(f"{cls.__name__}Constants", tuple(consts))(**consts)
+        self._reset_consts = self._consts._replace(launch=np.int32(lifecycle.RESET))
+        self.kernel = cls.class_kernel()
+        fixed = {}
+        if self.target == "cpu" and self.num_envs >= FIXED_AGENTS_MIN_ENVS and num_agents <= SMALL_WORLD_AGENTS:
+            fixed[FIXED_AGENTS] = num_agents
+        self._build_constants = freeze_constants({**fixed, **self.build_constants()})
+        # A reset reads no actions; it passes a dummy of the dtype steps pass, so both share one compile.
+        self._no_actions = self._view(torch.zeros((1, 1, self.action_dims), dtype=self.action_dtype,
+                                                  device=self.device))
+        # CPU steps keep every argument's type but the actions': dispatched once per action dtype and ndim.
+        self._direct = self.kernel.direct_launch(self._build_constants) if self.target == "cpu" else None
+
+    def _launch(self, arrays, consts, actions) -> None:
+        if self._direct is not None:
+            self._direct((actions.dtype, actions.ndim), self.num_envs, self.num_agents, arrays, consts, actions)
+        else:
+            self.kernel.launch(self.target, self.num_envs, self.num_agents, arrays, consts, actions,
+                               stream=self._stream(), constants=self._build_constants)
+
+    def _rekey(self, mask: torch.Tensor) -> None:
+        self._consts = self._consts._replace(seed=np.uint64(self.seed))
+        self._reset_consts = self._reset_consts._replace(seed=np.uint64(self.seed))
+        self.state.episode.masked_fill_(mask, 0)  # the next reset draws episode 0 of the new seed
+
+    def _launch_reset(self, mask: torch.Tensor) -> None:
+        self._tensors["restart"].copy_(mask)
+        self._launch(self._arrays, self._reset_consts, self._no_actions)
+
+    def _launch_step(self, actions: torch.Tensor, out: "StepOutputs | None") -> None:
+        arrays = self._arrays
+        if out is not None:  # a trainer's rollout slot: the kernel writes there directly
+            v = self._view
+            arrays = arrays._replace(obs=v(out.obs), final_obs=v(out.final_obs), reward=v(out.reward),
+                                     terminated=v(out.terminated), truncated=v(out.truncated))
+        self._launch(arrays, self._consts, self._view(actions))
+
+    def step_metrics(self) -> dict[str, torch.Tensor]:
+        """Per-env event counts of the last step, float32 [num_envs] on the device (no host sync): the
+        declared ``metrics``, 0 for an env that has ended (autoreset=False). Trainers sum them over episodes
+        (e.g. Tag's ``tags``). Views rewritten by the next step."""
+        return {name: self._tensors[name] for name in type(self).metrics} if self.step_phases else {}
+
+    def kernel_arguments(self) -> tuple:
+        """``(s, c, actions)`` of the env's kernel, for tools that compile it alone: ``s`` and ``c`` as a step
+        passes them, ``actions`` the reset's dummy (``env.action_dtype`` [1, 1, action_dims]), enough to type
+        the kernel; a run (``env.kernel.run_python``) needs real actions [num_envs, num_agents, action_dims]."""
+        return self._arrays, self._consts, self._no_actions
+
+    # ---- set-up helpers ----------------------------------------------------------------------------
 
     def _setup_outputs(self, num_agents: int, groups: "OrderedDict[str, Group]") -> None:
         """Allocate the obs/reward/done buffers and the action bounds for ``groups``."""
@@ -160,13 +327,6 @@ class KernelEnv:
         return out.obs, out.reward, out.terminated, out.truncated, ({"final_obs": out.final_obs}
                                                                     if self.autoreset else {})
 
-    def step_metrics(self) -> dict[str, torch.Tensor]:
-        """Per-env event counts of the last step, float32 [num_envs] on the device (no host sync).
-
-        Trainers sum them over episodes (e.g. Tag's ``tags``); the base env has none.
-        """
-        return {}
-
     def _check_outputs(self, out) -> None:
         if not isinstance(out, StepOutputs):
             raise TypeError(f"out must be a gpurl.envs.StepOutputs, got {type(out).__name__}")
@@ -226,19 +386,32 @@ class KernelEnv:
                 e, i, d = (int(v) for v in bad.nonzero()[0])
                 raise ValueError(f"actions[{e}, {i}, {d}] = {int(actions[e, i, d])} is out of range "
                                  f"[0, {int(self._action_high[i, d])}) for agent {i}")
+        self.check_actions(actions)
         return actions
 
     def _inside_smallest_bound(self, actions: torch.Tensor) -> bool:
         lo, hi = torch.stack(torch.aminmax(actions)).tolist()  # host-ok: validate=True, one read
         return lo >= 0 and hi < self._action_high_min
 
-    # ---- for subclasses --------------------------------------------------------------------------
 
-    def _rekey(self, mask: torch.Tensor) -> None:
-        raise NotImplementedError
 
-    def _launch_reset(self, mask: torch.Tensor) -> None:
-        raise NotImplementedError
+def _check_constant_types(constants: dict, env_name: str) -> None:
+    """A kernel constant must be a NumPy scalar: a Python float is float64 in the kernels (and a Python int
+    int64), which promotes the float32 math it touches."""
+    for name, value in constants.items():
+        if not isinstance(value, np.generic):
+            raise TypeError(f"{env_name}.constants()[{name!r}] = {value!r} is a {type(value).__name__}; kernel "
+                            "constants are NumPy scalars (np.float32(...), np.int32(...)): a Python float would "
+                            "compute in float64")
 
-    def _launch_step(self, actions: torch.Tensor, out: StepOutputs | None) -> None:
-        raise NotImplementedError
+
+def _state_dataclass(cls) -> type:
+    """``env.state``'s class for ``cls``: its declared state fields, then ``episode``, as torch tensors."""
+    if "_state_class" not in cls.__dict__:
+        names = [*cls.state, "episode"]
+        cls._state_class = dataclasses.make_dataclass(f"{cls.__name__}State", [(n, torch.Tensor) for n in names])
+        cls._state_class.__doc__ = (f"{cls.__name__}'s state, tensors on env.device [num_envs, ...]: write in place "
+                                    "to inject a state (then env.step). episode: episodes started since the seed "
+                                    "was set (keys the reset draws).")
+    return cls._state_class
+

@@ -84,6 +84,8 @@ def import_env_module(spec: str):
         if loader_spec is None or loader_spec.loader is None:
             raise ImportError(f"env module {spec!r}: cannot be imported as Python source ({path})")
         module = importlib.util.module_from_spec(loader_spec)
+        if str(path.parent) not in sys.path:  # as `python file.py` would: the file's neighbours are importable
+            sys.path.append(str(path.parent))
         sys.modules[module_name] = module  # before executing it, as a normal import does (dataclasses need it)
         try:
             loader_spec.loader.exec_module(module)

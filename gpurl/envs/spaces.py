@@ -29,3 +29,30 @@ def action_bounds(space: gymnasium.Space) -> tuple[int, np.ndarray | None]:
     if isinstance(space, gymnasium.spaces.Box):
         return int(np.prod(space.shape)), None
     raise TypeError(f"unsupported action space {space!r}")
+
+
+def check_groups(groups: dict[str, Group], env_name: str) -> int:
+    """The agent count of ``groups``, after checking that their slices tile 0..N-1 in order: every agent
+    in exactly one group (an overlap or a gap is an error naming the groups)."""
+    if not groups:
+        raise ValueError(f"{env_name}.groups() is empty: an env needs at least one group of agents")
+    expected_start = 0
+    previous = None
+    for name, group in groups.items():
+        if not isinstance(group, Group):
+            raise TypeError(f"{env_name}.groups()[{name!r}] must be a gpurl.Group, got {type(group).__name__}")
+        agents = group.agents
+        if not isinstance(agents, slice) or agents.step not in (None, 1) or agents.start is None or agents.stop is None:
+            raise ValueError(f"{env_name} group {name!r}: agents must be a slice(start, stop) with step 1, "
+                             f"got {agents!r}")
+        if agents.stop <= agents.start:
+            raise ValueError(f"{env_name} group {name!r} is empty: agents {agents.start}..{agents.stop - 1}")
+        if agents.start < expected_start:
+            raise ValueError(f"{env_name} groups {previous!r} and {name!r} overlap: agents "
+                             f"{agents.start}..{expected_start - 1} are in both")
+        if agents.start > expected_start:
+            where = f"between groups {previous!r} and {name!r}" if previous else f"before group {name!r}"
+            raise ValueError(f"{env_name}: agents {expected_start}..{agents.start - 1} are in no group ({where}); "
+                             "groups must cover agents 0..N-1 in order")
+        expected_start, previous = agents.stop, name
+    return expected_start

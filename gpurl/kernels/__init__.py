@@ -7,12 +7,14 @@
   (:func:`lane`), torch zero-copy views (:mod:`.interop`).
 - Build constants (:func:`freeze_constants`): module globals, sizes say, fixed for one build so that
   Numba compiles them as literals (``EnvKernel.launch(..., constants=...)``).
-- Errors in author code name the phase and the author's file and line (:class:`KernelTypingError`,
+- Errors in author code name the phase and the author's file and line (:class:`KernelTypingError` and
+  its kinds: a helper without ``@device``, a phase of the wrong kind, accidental float64, an allocation;
   :class:`KernelIndexError`); :meth:`EnvKernel.run_python` runs the phases uncompiled for debugging.
 
 Importing this package compiles nothing; builds happen on first launch.
 """
-from .errors import KernelIndexError, KernelTypingError
+from .errors import (KernelAllocationError, KernelFloat64Error, KernelHelperError, KernelIndexError,
+                     KernelSignatureError, KernelTypingError)
 from .math32 import cos32, fmod32, sin32
 from .neighbors import count_within, k_nearest, pair_distance
 from .program import EnvKernel, Phase, block_size, per_agent, per_env
@@ -21,7 +23,8 @@ from .scratch import lane, num_lanes
 from .targets import DeviceFunction, device, freeze_constants
 
 __all__ = [
-    "DeviceFunction", "EnvKernel", "KernelIndexError", "KernelTypingError", "Phase", "block_size", "cos32",
+    "DeviceFunction", "EnvKernel", "KernelAllocationError", "KernelFloat64Error", "KernelHelperError",
+    "KernelIndexError", "KernelSignatureError", "KernelTypingError", "Phase", "block_size", "cos32",
     "count_within", "device", "fmod32", "freeze_constants", "k_nearest", "lane", "mix64", "num_lanes",
     "pair_distance", "per_agent", "per_env", "random_below", "random_u32", "random_uniform", "sin32",
 ]

@@ -162,6 +162,38 @@ def float64_instructions(ptx: str, *, allow_libdevice_trig: bool = False) -> lis
     return found
 
 
+def check_float64_sm90(kernel, args: tuple, *, constants: tuple = (), ptx: str | None = None,
+                       allow_libdevice_trig: bool = False) -> str:
+    """``kernel``'s sm_90 PTX for ``args`` (:func:`compile_ptx_sm90`, or ``ptx`` when given: compiled
+    with ``constants``), checked for float64; returns the PTX when it has none.
+
+    Otherwise raises :class:`~gpurl.kernels.errors.KernelFloat64Error` naming the author's function,
+    line and variable or expression, read from the typed code of the phases' device functions
+    (:func:`~gpurl.kernels.float64.cuda_float64_error`): PTX line info cannot say it, since NVVM inlines
+    the author's functions into the kernel gpurl generates and ``.loc`` then names only that kernel's
+    lines. When the float64 is not in the author's code (a toolkit or libdevice function), the error names
+    the kernel, its phase functions and the first float64 instructions.
+    """
+    from .errors import KernelFloat64Error
+    from .float64 import cuda_float64_error
+
+    if ptx is None:
+        if constants:
+            raise TypeError("pass the PTX compiled with these constants (ptx=...)")
+        ptx = compile_ptx_sm90(kernel, args)
+    found = float64_instructions(ptx, allow_libdevice_trig=allow_libdevice_trig)
+    if not found:
+        return ptx
+    error = cuda_float64_error(kernel, tuple(args), constants)
+    if error is None:
+        phases = ", ".join(f"{ph.fn.__name__} (per {ph.kind})" for ph in kernel.phases)
+        shown = "\n".join(f"    {line}" for line in found[:8]) + ("\n    ..." if len(found) > 8 else "")
+        error = KernelFloat64Error(f"kernel {kernel.name!r} (cuda build): {len(found)} float64 PTX instructions, "
+                                   f"none from a float64 in the phases' own code ({phases}); look at the "
+                                   f"helpers they call and at float64 arguments:\n{shown}")
+    raise error
+
+
 # ---- ptxas ---------------------------------------------------------------------------------------------
 
 def _ptxas_candidates() -> Iterator[str]:
@@ -238,3 +270,70 @@ def compile_triton_sm90(fn, signature: dict[str, str], constexprs: dict | None =
     signature = {**signature, **{name: "constexpr" for name in constexprs if name not in signature}}
     source = ASTSource(fn, signature, constexprs)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options or None)
+
+
+# ---- resource usage (the kernel report and the compile tier's limit checks) ------------------------------
+
+_ptx_cache: dict[tuple, str] = {}
+_ptx_cache_lock = threading.Lock()
+
+
+def cached_ptx_sm90(kernel, args: tuple, constants: tuple = ()) -> str:
+    """:func:`compile_ptx_sm90` of ``kernel`` for ``args``, built with ``constants`` (a
+    :func:`~gpurl.kernels.targets.freeze_constants` tuple, as the launch passes it), compiled once per
+    (kernel, Numba signature, constants) in this process: NVVM takes seconds per kernel and several
+    callers (report, compile tier) need the same PTX.
+    """
+    key = (kernel, kernel_signature(tuple(args)), tuple(constants))
+    with _ptx_cache_lock:
+        if key in _ptx_cache:
+            return _ptx_cache[key]
+    if not constants:
+        ptx = compile_ptx_sm90(kernel, args)
+    else:
+        _require_real_compilers()
+        from numba import cuda
+
+        if len(args) != kernel.nargs:
+            raise TypeError(f"kernel {kernel.name!r} takes {kernel.nargs} args, got {len(args)}")
+        pyfunc = kernel.driver_python("cuda", tuple(constants))
+        with pretend_device(SM90):
+            try:
+                ptx, _ = cuda.compile_ptx(pyfunc, kernel_signature(tuple(args)), cc=SM90)
+            except Exception as err:
+                try:
+                    found = typing_error(kernel, "cuda", tuple(args), err, tuple(constants))
+                except Exception:  # noqa: BLE001 - a failed diagnosis must not hide the error itself
+                    found = None
+                if found is None:
+                    raise
+                raise found from err
+    with _ptx_cache_lock:
+        _ptx_cache[key] = ptx
+    return ptx
+
+
+def ptxas_resources(ptx: str, ptxas: str | None = None) -> dict:
+    """Per-function resource usage of ``ptx`` as ``ptxas -v`` reports it: name ->
+    :class:`~gpurl.kernels.occupancy.PtxasResources` (registers, spill stores/loads, stack frame, static
+    shared memory, constant banks; ``entry`` marks the kernels).
+
+    The arch is the PTX's own ``.target`` (``sm_90``; Triton emits ``sm_90a``), so the numbers are those of
+    the cubin a GPU would load. ptxas: as for :func:`assemble_sm90`; raises :class:`PtxasError` when it
+    rejects the PTX.
+    """
+    from .occupancy import parse_ptxas_verbose
+
+    ptxas = ptxas or find_ptxas()
+    if ptxas is None:
+        raise FileNotFoundError("no ptxas found: install the CUDA toolkit or set GPURL_PTXAS")
+    target = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, flags=re.M)
+    arch = target.group(1) if target else "sm_90"
+    with tempfile.TemporaryDirectory(prefix="gpurl-ptxas-v-") as tmp:
+        src, out = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        done = subprocess.run([ptxas, f"-arch={arch}", "-v", "-o", out, src], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PtxasError(f"{ptxas} -arch={arch} -v failed ({done.returncode}):\n{done.stderr.strip()}")
+    return parse_ptxas_verbose(done.stdout + "\n" + done.stderr)

@@ -23,12 +23,15 @@ exact, so they agree bit for bit.
 
 Scratch (rows from :func:`gpurl.kernels.lane`): ``dist_row`` float32 [rows, N] (CPU; [rows, 1] on
 CUDA), ``cand_idx`` int32 / ``cand_dist`` float32 [rows, capacity + 1], ``out_idx`` int32
-[rows, capacity + 1]; :func:`knn_scratch_shapes` computes them.
+[rows, capacity + 1]; :func:`knn_scratch_shapes` computes them, :func:`knn_scratch` declares them as an
+env's scratch fields.
 """
 import math
 
 import numpy as np
 
+from .fields import Field, resolve_size
+from .scratch import num_lanes
 from .targets import device
 
 _INF = np.float32(np.inf)
@@ -46,6 +49,19 @@ def knn_scratch_shapes(target: str, rows: int, num_agents: int, k: int) -> dict[
         dist_row=(rows, num_agents if target == "cpu" else 1),
         cand_idx=(rows, capacity + 1), cand_dist=(rows, capacity + 1), out_idx=(rows, capacity + 1),
     )
+
+
+def knn_scratch(k, out: str = "out_idx") -> dict[str, Field]:
+    """The scratch fields of :func:`k_nearest` for ``k`` neighbours (an int or the name of a params
+    attribute), one row per lane of the env's target; ``out`` names the result array (the k nearest)."""
+    def shape_of(name):
+        def shape(env):
+            rows = num_lanes(env.target, env.num_envs, env.num_agents)
+            return knn_scratch_shapes(env.target, rows, env.num_agents, resolve_size(env, k))[name]
+        return shape
+
+    dtypes = dict(dist_row="float32", cand_idx="int32", cand_dist="float32", out_idx="int32")
+    return {(out if name == "out_idx" else name): Field(dtype, shape_of=shape_of(name)) for name, dtype in dtypes.items()}
 
 
 @device

@@ -8,8 +8,8 @@ A phase is a plain-Python function over arrays:
 Consecutive phases are separated by a barrier: every write of phase p is visible to phase p+1 in
 the same env. The CUDA build runs one block per env (WarpDrive's layout); each thread strides over
 agents, so an env may hold more agents than a block has threads; a barrier is ``syncthreads`` and a
-per-env phase runs on thread 0. The CPU build is ``prange`` over envs running the phases one after
-another inside each env's iteration, so a barrier costs nothing. The author writes no thread index, launch or backend switch.
+per-env phase runs on thread 0. The CPU build is ``prange`` over chunks of envs running all phases of
+one env after another (env-major), so a barrier costs nothing. The author writes no thread index, launch or backend switch.
 
 ``args`` are whatever Numba accepts as kernel arguments: arrays, scalars, and (named) tuples of them.
 
@@ -25,52 +25,134 @@ import types
 from dataclasses import dataclass
 from typing import Callable
 
-from .errors import index_error, is_index_error, typing_error
+from .errors import check_phase_signatures, index_error, is_index_error, typing_error
+from .float64 import watch_cpu_build
 from .targets import TARGETS, DeviceFunction
 
 #: Threads per block: big enough to fill an SM with several env-blocks, small enough that
 #: per-thread registers of a phase-heavy kernel do not limit occupancy.
 MAX_THREADS_PER_BLOCK = 256
 WARP = 32
+#: The build constant that fixes the agent count of a CPU build (``constants={"GPURL_AGENTS": n, ...}``): its
+#: agent loops get a literal trip count, which LLVM unrolls, keeping a small env's values in registers
+#: across agents. A launch with another agent count is an error.
+FIXED_AGENTS = "GPURL_AGENTS"
 
 
 @dataclass(frozen=True)
 class Phase:
-    """One step of a kernel: ``fn`` run per agent (``kind="agent"``) or per env (``"env"``); make it
-    with :func:`per_agent` / :func:`per_env`."""
+    """One step of a kernel: ``fn`` run per agent (``kind="agent"``) or per env (``"env"``), only in the
+    envs where ``when(e, *args)`` is true (every env when ``when`` is None); make it with
+    :func:`per_agent` / :func:`per_env`."""
 
     kind: str  # "agent" | "env"
     fn: DeviceFunction
+    when: DeviceFunction | None = None
+    #: ``when`` is rarely true (e.g. an env restarting): the CPU build runs the phase out of line, which keeps
+    #: the common path's loop small.
+    rare: bool = False
 
 
-def per_agent(fn) -> Phase:
-    """A phase that runs ``fn(e, i, *args)`` for every agent ``i`` of every env ``e``."""
-    return Phase("agent", fn if isinstance(fn, DeviceFunction) else DeviceFunction(fn))
+def _device_function(fn) -> DeviceFunction | None:
+    return fn if fn is None or isinstance(fn, DeviceFunction) else DeviceFunction(fn)
 
 
-def per_env(fn) -> Phase:
-    """A phase that runs ``fn(e, *args)`` once per env ``e``."""
-    return Phase("env", fn if isinstance(fn, DeviceFunction) else DeviceFunction(fn))
+def per_agent(fn, when=None, rare=False) -> Phase:
+    """A phase that runs ``fn(e, i, *args)`` for every agent ``i`` of every env ``e`` (where
+    ``when(e, *args)``; ``rare``: see :class:`Phase`)."""
+    return Phase("agent", _device_function(fn), _device_function(when), rare)
 
 
-def _cpu_sources(name: str, phases: tuple[Phase, ...], nargs: int) -> tuple[list[str], str]:
-    """Sources of one CPU function per phase (``{name}_p{p}``: the phase over one env's agents) and
-    of the prange driver ``{name}`` that calls them in order for each env."""
+def per_env(fn, when=None, rare=False) -> Phase:
+    """A phase that runs ``fn(e, *args)`` once per env ``e`` (where ``when(e, *args)``; ``rare``: see
+    :class:`Phase`)."""
+    return Phase("env", _device_function(fn), _device_function(when), rare)
+
+
+def _phase_lines(p: int, phase: Phase, args: str, indent: str, agents_loop: list[str]) -> list[str]:
+    """Source lines running phase ``p`` for env ``e``: its guard, then ``agents_loop`` (the target's loop
+    over agents, ``{call}`` standing for the phase call) or the per-env call."""
+    lines = []
+    if phase.when is not None:
+        lines.append(f"{indent}if when{p}(e, {args}):")
+        indent += "    "
+    if phase.kind == "agent":
+        lines += [indent + line.format(call=f"phase{p}(e, i, {args})") for line in agents_loop]
+    else:
+        lines.append(f"{indent}phase{p}(e, {args})")
+    return lines
+
+
+def _cpu_sources(name: str, phases: tuple[Phase, ...], nargs: int, fixed_agents: int = 0) -> tuple[dict[str, str], str]:
+    """Sources of the env-major CPU build: a prange over envs that runs every phase of an env, one after
+    another, in one loop iteration. Returns ({function name: source} of the non-driver functions, driver
+    source ``{name}(num_envs, num_agents, envs_per_call, *args)``).
+
+    One env's phases run back to back on one thread, so a phase boundary (the barrier) is just the next
+    line and an env's arrays stay in L1 from phase to phase. Functions called from the prange body are
+    not inlined into it, because Numba's parfor pass drops the side effects of inline="always" calls made
+    there; a call passes every field of every argument array (~150 values for a typical env).
+
+    - ``fixed_agents`` > 0 (a small world, see :data:`FIXED_AGENTS`): the prange runs over chunks of
+      ``envs_per_call`` envs, calling ``{name}_envs(e0, e1, ...)`` with every phase inlined and agent loops
+      of a literal trip count, which LLVM unrolls: a small env's step is a few hundred instructions, and
+      a call per phase would cost as much.
+    - otherwise each phase is a function of its own (``{name}_p{p}``), and the prange body calls them in
+      order for its env: for a large env (many agents, neighbour searches) that ran faster than inlining
+      the phases, or than calling them from a chunk function.
+
+    Either way a run of consecutive rare phases is a function of its own (``{name}_rare{p}``), called only
+    where one of their guards holds.
+    """
     args = ", ".join(f"a{k}" for k in range(nargs))
-    bodies = []
-    for p, phase in enumerate(phases):
-        if phase.kind == "agent":
-            call = f"    for i in range(num_agents):\n        phase{p}(e, i, {args})"
-        else:
-            call = f"    phase{p}(e, {args})"
-        bodies.append(f"def {name}_p{p}(e, num_agents, {args}):\n{call}\n")
-    calls = "\n".join(f"        {name}_p{p}(e, num_agents, {args})" for p in range(len(phases)))
-    driver = f"def {name}(num_envs, num_agents, {args}):\n    for e in prange(num_envs):\n{calls}\n"
-    return bodies, driver
+    agents_loop = [f"for i in range({fixed_agents or 'num_agents'}):", "    {call}"]
+    functions: dict[str, str] = {}
+    lines = ([f"def {name}_envs(e0, e1, num_agents, {args}):", "    for e in range(e0, e1):"] if fixed_agents
+             else [f"def {name}(num_envs, num_agents, envs_per_call, {args}):", "    for e in prange(num_envs):"])
+
+    def outline(function_name: str, run: list[int]) -> None:
+        body = [f"def {function_name}(e, num_agents, {args}):"]
+        for q in run:
+            body += _phase_lines(q, phases[q], args, "    ", agents_loop)
+        functions[function_name] = "\n".join(body) + "\n"
+
+    p = 0
+    while p < len(phases):
+        if not (phases[p].rare and phases[p].when is not None):
+            if fixed_agents:
+                lines += _phase_lines(p, phases[p], args, "        ", agents_loop)
+            else:
+                outline(f"{name}_p{p}", [p])
+                lines.append(f"        {name}_p{p}(e, num_agents, {args})")
+            p += 1
+            continue
+        run = [p]
+        while run[-1] + 1 < len(phases) and phases[run[-1] + 1].rare and phases[run[-1] + 1].when is not None:
+            run.append(run[-1] + 1)
+        rare_name = f"{name}_rare{p}"
+        outline(rare_name, run)
+        unique, seen = [], set()
+        for q in run:
+            if id(phases[q].when) not in seen:
+                seen.add(id(phases[q].when))
+                unique.append(f"when{q}(e, {args})")
+        lines += [f"        if {' or '.join(unique)}:", f"            {rare_name}(e, num_agents, {args})"]
+        p = run[-1] + 1
+    if not fixed_agents:
+        return functions, "\n".join(lines) + "\n"
+    functions[f"{name}_envs"] = "\n".join(lines) + "\n"
+    driver = (f"def {name}(num_envs, num_agents, envs_per_call, {args}):\n"
+              f"    for chunk in prange((num_envs + envs_per_call - 1) // envs_per_call):\n"
+              f"        e0 = chunk * envs_per_call\n"
+              f"        {name}_envs(e0, min(num_envs, e0 + envs_per_call), num_agents, {args})\n")
+    return functions, driver
 
 
 def _cuda_source(name: str, phases: tuple[Phase, ...], nargs: int) -> str:
-    """Source of the CUDA kernel ``{name}``: one block per env, threads stride over agents."""
+    """Source of the CUDA kernel ``{name}``: one block per env, threads stride over agents.
+
+    Consecutive per-env phases run on thread 0 one after the other, so no barrier separates them.
+    """
     args = ", ".join(f"a{k}" for k in range(nargs))
     lines = [
         f"def {name}(num_envs, num_agents, {args}):",
@@ -79,19 +161,31 @@ def _cuda_source(name: str, phases: tuple[Phase, ...], nargs: int) -> str:
         "        return",  # the whole block leaves together: no barrier is skipped by half a block
         "    t = cuda.threadIdx.x",
     ]
+    stride = ["i = t", "while i < num_agents:", "    {call}", "    i += cuda.blockDim.x"]
     for p, phase in enumerate(phases):
-        if p:
+        if p and not (phase.kind == "env" and phases[p - 1].kind == "env"):
             lines.append("    cuda.syncthreads()")
         if phase.kind == "agent":
-            lines += [
-                "    i = t",
-                "    while i < num_agents:",
-                f"        phase{p}(e, i, {args})",
-                "        i += cuda.blockDim.x",
-            ]
+            lines += _phase_lines(p, phase, args, "    ", stride)
         else:
-            lines += ["    if t == 0:", f"        phase{p}(e, {args})"]
+            lines.append("    if t == 0:")
+            lines += _phase_lines(p, phase, args, "        ", [])
     return "\n".join(lines) + "\n"
+
+
+def envs_per_call(num_envs: int, num_agents: int, threads: int) -> int:
+    """Envs per call of the CPU build's chunk function: enough agents per call that the call's argument
+    passing is small next to the work, few enough that every one of ``threads`` threads gets several
+    chunks (prange splits chunks evenly, and an env's cost varies with its state)."""
+    by_work = max(1, min(64, 256 // max(1, num_agents)))
+    by_balance = max(1, num_envs // (8 * max(1, threads)))
+    return min(by_work, by_balance)
+
+
+def _cpu_envs_per_call(num_envs: int, num_agents: int) -> int:
+    import numba
+
+    return envs_per_call(num_envs, num_agents, numba.get_num_threads())
 
 
 def _exec(source: str, fname: str, namespace: dict):
@@ -115,6 +209,7 @@ class EnvKernel:
         self.name = name
         self.phases = tuple(phases)
         self.nargs = nargs
+        check_phase_signatures(name, self.phases, nargs)
         self._builds: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
 
@@ -129,18 +224,19 @@ class EnvKernel:
             from numba import cuda
 
             namespace["cuda"] = cuda
+            namespace.update({f"when{p}": ph.when.build(target, constants) for p, ph in enumerate(self.phases)
+                              if ph.when is not None})
             return _exec(_cuda_source(fname, self.phases, self.nargs), fname, namespace)
         import numba
 
-        # Each phase's loop over agents is its own function with the phase inlined into it (a call per
-        # agent would pass ~200 exploded array fields). Reference counting is off (_nrt=False): kernels
-        # never allocate, and counting every array taken out of the argument tuple cost more than the
-        # work itself. The prange driver calls the loops per env; they are not inlined into it because
-        # Numba's parfor pass drops the side effects of inline="always" calls made in a prange body.
-        bodies, driver_src = _cpu_sources(fname, self.phases, self.nargs)
-        for p, body_src in enumerate(bodies):
-            namespace[f"{fname}_p{p}"] = numba.njit(_nrt=False)(_exec(body_src, f"{fname}_p{p}", namespace))
+        # Reference counting is off (_nrt=False): kernels never allocate, and counting every array taken
+        # out of the argument tuple cost more than the work itself.
+        namespace.update({f"when{p}": ph.when.build(target, constants) for p, ph in enumerate(self.phases)
+                          if ph.when is not None})
         namespace["prange"] = numba.prange
+        functions, driver_src = _cpu_sources(fname, self.phases, self.nargs, dict(constants).get(FIXED_AGENTS, 0))
+        for function_name, source in functions.items():  # rare phases first: the chunk function calls them
+            namespace[function_name] = numba.njit(_nrt=False)(_exec(source, function_name, namespace))
         return _exec(driver_src, fname, namespace)
 
     def build(self, target: str, constants: tuple = ()) -> Callable:
@@ -154,6 +250,7 @@ class EnvKernel:
                     import numba
 
                     self._builds[key] = numba.njit(parallel=True)(driver)
+                    watch_cpu_build(self, self._builds[key])  # float64 check at each compile
                 else:
                     from numba import cuda
 
@@ -168,12 +265,15 @@ class EnvKernel:
         """
         if len(args) != self.nargs:
             raise TypeError(f"kernel {self.name!r} takes {self.nargs} args, got {len(args)}")
+        fixed = dict(constants).get(FIXED_AGENTS, num_agents)
+        if fixed != num_agents:
+            raise ValueError(f"kernel {self.name!r}: this build runs {fixed} agents per env, launched with {num_agents}")
         compiled = self.build(target, constants)
         if num_envs == 0:
             return
         try:  # Numba compiles at the first call of each signature: typing errors surface here
             if target == "cpu":
-                compiled(num_envs, num_agents, *args)
+                compiled(num_envs, num_agents, _cpu_envs_per_call(num_envs, num_agents), *args)
                 return
             threads = block_size(num_agents)
             launcher = compiled[num_envs, threads] if stream is None else compiled[num_envs, threads, stream]
@@ -215,13 +315,16 @@ class EnvKernel:
         if len(args) != self.nargs:
             raise TypeError(f"kernel {self.name!r} takes {self.nargs} args, got {len(args)}")
         cache: dict = {}
-        phases = [(phase.kind, _plain_python(phase.fn.py_func, cache, constants)) for phase in self.phases]
+        plain = lambda f: None if f is None else _plain_python(f.py_func, cache, constants)  # noqa: E731
+        phases = [(phase.kind, plain(phase.fn), plain(phase.when)) for phase in self.phases]
         p = e = i = None
         try:
             with np.errstate(over="ignore"):  # counter-based hashing wraps uint64 on purpose
                 for e in range(num_envs):
-                    for p, (kind, fn) in enumerate(phases):
+                    for p, (kind, fn, when) in enumerate(phases):
                         i = None
+                        if when is not None and not when(e, *args):
+                            continue
                         if kind == "agent":
                             for i in range(num_agents):
                                 fn(e, i, *args)
@@ -284,13 +387,13 @@ class DirectLaunch:
         if entry is not None:
             if num_envs:
                 try:
-                    entry(num_envs, num_agents, *args)
+                    entry(num_envs, num_agents, _cpu_envs_per_call(num_envs, num_agents), *args)
                 except Exception as err:  # e.g. an index out of bounds under NUMBA_BOUNDSCHECK=1
                     self.kernel._raise_diagnosed(err, "cpu", num_envs, num_agents, args, self.constants)
             return
         self.kernel.launch("cpu", num_envs, num_agents, *args, constants=self.constants)
         dispatcher = self.kernel.build("cpu", self.constants)
-        signature = tuple(dispatcher.typeof_pyval(a) for a in (num_envs, num_agents, *args))
+        signature = tuple(dispatcher.typeof_pyval(a) for a in (num_envs, num_agents, 1, *args))
         overload = dispatcher.overloads.get(signature)
         if overload is not None:  # None: the launch returned early (no envs) and compiled nothing
             self._entries[key] = overload.entry_point

@@ -19,6 +19,7 @@ import torch
 
 from .config import PRESETS, TrainConfig, build_config
 from .run import resume_config
+from .threads import read_policy
 
 INT_TUPLES = {"hidden", "nsys_iters"}
 
@@ -106,6 +107,7 @@ def config_from_args(argv: list[str] | None = None, prog: str | None = None) -> 
                 explicit["env_params"] = {**PRESETS[preset].get("env_params", {}), **explicit["env_params"]}
             cfg = build_config(preset, **explicit)
         cfg.import_env_modules()  # an entry point: a module that does not import is a usage error here
+        read_policy(cfg.torch_threads)  # so is a GPURL_THREADS the thread policy cannot read
         return cfg
     except ValueError as err:
         parser.error(str(err))

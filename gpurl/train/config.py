@@ -79,7 +79,8 @@ class TrainConfig:
     render_final: bool = _doc("save one episode of the trained policies as log_dir/final_episode.gif "
                               "(gpurl.render; needs matplotlib)", default=False)
     progress: bool | None = _doc("progress bar; None = only on a TTY outside CI", default=None)
-    torch_threads: int = _doc("torch CPU threads (0 = torch's default)", default=0)
+    torch_threads: int = _doc("CPU threads of torch and Numba, fixed (0 = the thread policy, GPURL_THREADS: by "
+                              "default as many as the CPUs other processes leave free)", default=0)
     dist: str = _doc("distribution policy: 'single', 'data_parallel' (env+actor+learner per rank, gradients "
                      "all-reduced), 'central_learner' (env+actor per rank, learner on rank 0), or 'auto' "
                      "(data_parallel under torchrun with several ranks, else single)", default="auto")

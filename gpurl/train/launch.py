@@ -12,6 +12,7 @@ from .checkpoint import load_checkpoint
 from .config import TrainConfig
 from .process import configure_process
 from .run import train
+from .threads import describe
 
 
 class LostRankError(RuntimeError):
@@ -21,13 +22,16 @@ class LostRankError(RuntimeError):
 def run(cfg: TrainConfig, say=print) -> dict | None:
     """Train ``cfg`` under the distribution policy it names; the main rank returns the result.
 
-    This is an entry point: it makes the process-wide settings (threads, allocator, compile cache).
+    This is an entry point: it makes the process-wide settings (threads, allocator, compile cache) and
+    prints the thread policy in effect (:mod:`gpurl.train.threads`).
     A rank that raises reports the error to its peers before exiting; a rank whose collective fails
     because a peer is gone raises :class:`LostRankError` naming that peer.
     """
     placement = init_placement(cfg.dist, cfg.device, cfg.dist_timeout, cfg.replication_check_every,
                                cfg.max_staleness)
-    configure_process(cfg.torch_threads, placement.device)
+    threads = configure_process(cfg.torch_threads, placement.device)
+    if placement.is_main:
+        say(describe(threads))
     try:
         checkpoint = load_checkpoint(cfg.resume) if cfg.resume else None
         result = train(cfg, checkpoint, say=say, placement=placement)

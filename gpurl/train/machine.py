@@ -5,10 +5,13 @@ import platform
 
 import torch
 
+from .threads import thread_report
+
 
 def describe_machine(device: torch.device) -> dict:
-    """Device (and its name), Python, gpurl, torch, numba and numpy versions; on the CPU also Numba's
-    thread count and threading layer."""
+    """Device (and its name), Python, gpurl, torch, numba and numpy versions; on the CPU also the thread
+    policy in effect (:func:`gpurl.train.threads.thread_report`: torch's and Numba's thread counts,
+    Numba's threading layer, the OpenMP wait policy)."""
     import numba
     import numpy
 
@@ -21,19 +24,8 @@ def describe_machine(device: torch.device) -> dict:
         "numba": numba.__version__, "numpy": numpy.__version__,
     }
     if device.type == "cpu":
-        info["torch_threads"] = torch.get_num_threads()
-        info["numba_threads"] = numba.get_num_threads()
-        info["numba_threading_layer"] = _threading_layer()
+        info.update(thread_report())
     return info
-
-
-def _threading_layer() -> str:
-    import numba
-
-    try:
-        return numba.threading_layer()
-    except ValueError:  # no parallel function has run yet
-        return "not yet initialised"
 
 
 def cpu_name() -> str:

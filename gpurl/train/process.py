@@ -1,5 +1,6 @@
 """Process-wide settings of a training run, made once by the entry point and never by a constructor:
-torch's CPU threads, the allocator, and where compiled code is cached.
+the thread policy of torch's and Numba's pools (:mod:`gpurl.train.threads`), the allocator, and where
+compiled code is cached.
 
 glibc malloc: keep freed memory in the process instead of unmapping it. Every torch CPU op allocates
 its output, and an update's activations are megabytes each; glibc serves such blocks with mmap and
@@ -20,6 +21,8 @@ import sys
 from pathlib import Path
 
 import torch
+
+from .threads import apply_thread_policy, read_policy
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 #: Blocks below this come from the heap (glibc caps the mmap threshold at 32 MiB on 64-bit anyway).
@@ -50,13 +53,14 @@ def compile_cache_dir() -> Path:
     return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
 
 
-def configure_process(torch_threads: int, device: torch.device) -> None:
-    """The settings above, for a run on ``device`` (``torch_threads`` 0: torch's default)."""
-    if torch_threads:
-        torch.set_num_threads(torch_threads)
+def configure_process(torch_threads: int, device: torch.device) -> dict:
+    """The settings above, for a run on ``device`` (``torch_threads`` 0: the thread policy's size).
+    Returns the threads in effect (:func:`gpurl.train.threads.thread_report`) for the run's report."""
+    report = apply_thread_policy(read_policy(torch_threads), cpu_run=device.type == "cpu")
     if device.type == "cpu":
         keep_freed_memory()
     compile_cache_dir()
+    return report
 
 
 __all__ = ["compile_cache_dir", "configure_process", "keep_freed_memory"]

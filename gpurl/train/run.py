@@ -19,6 +19,7 @@ from .config import TrainConfig
 from ..multigpu.placement import Placement
 from ..profiling import ProfilerWindow, nvtx_range
 from .outputs import RunLog, plot_curve, progress_wanted
+from .threads import adapt_threads
 from .trainer import Trainer
 
 #: Fields a resumed run may change; every other field comes from the checkpoint.
@@ -91,6 +92,7 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
         with profiler or nullcontext():
             while trainer.iteration < cfg.iters:
                 nsys_window.before(trainer.iteration)
+                adapt_threads()  # the entry point's thread policy: pools as wide as the CPUs left free
                 t0 = time.perf_counter()
                 with nvtx_range(f"iteration {trainer.iteration}"):
                     losses = trainer.iterate()

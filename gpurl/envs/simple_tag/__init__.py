@@ -1,5 +1,5 @@
 """``simple_tag``: MPE's predator-prey as in mpe2 1.1.1, exact up to float32 (docs/specs/simple_tag.md)."""
-from .env import SimpleTag, SimpleTagState
+from .env import SimpleTag
 from .params import SimpleTagParams
 
-__all__ = ["SimpleTag", "SimpleTagParams", "SimpleTagState"]
+__all__ = ["SimpleTag", "SimpleTagParams"]

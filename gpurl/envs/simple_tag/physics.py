@@ -1,5 +1,5 @@
-"""simple_tag's device functions: the spec's physics, rewards, observation and reset draws, shared by the
-CUDA layout (:mod:`.kernels`) and the CPU's env-major kernel (:mod:`.env_major`).
+"""simple_tag's device functions: the spec's physics, rewards, observation and reset draws, called by the
+phases of :mod:`.kernels`.
 
 They work on one env's views (``pos = s.pos[e]`` float32 [N, 2], ``vel`` [N, 2], ``landmarks`` [L, 2],
 ``force`` [N, 2], ``moves`` = ``actions[e]`` float32 [N, 1 or 5]), taken once per env: indexing a view
@@ -9,7 +9,7 @@ Every float is float32 (NumPy scalar constants: a Python float literal would pro
 
 Sizes (agents N, obstacles L, adversaries A) are read through :func:`simple_tag_agents` & co.: the
 globals SIMPLE_TAG_AGENTS, ... are 0 (read the arrays' sizes) unless a build fixes them as constants
-(``EnvKernel.launch(..., constants=...)``), as the CPU does for large batches of small worlds (env.py).
+(``KernelEnv.build_constants``), as the CPU does for large batches of small worlds (env.py).
 """
 import math
 
@@ -18,7 +18,6 @@ import numpy as np
 from ...kernels import random_uniform
 from ...kernels.targets import device
 from . import params as P
-from .layout import ENDED_NOW, RUNNING
 
 f32 = np.float32
 _ZERO, _ONE, _TWO = f32(0.0), f32(1.0), f32(2.0)
@@ -77,14 +76,15 @@ def simple_tag_adversaries(c):
 def simple_tag_action_force(moves, i, c):
     """(fx, fy) = u * accel of agent i (3.0 adversary, 4.0 good).
 
-    Discrete k (as float32) -> a unit move; Box a -> clip(a, 0, 1), u = (a2 - a1, a4 - a3).
+    Discrete k -> a unit move; Box a -> clip(a, 0, 1), u = (a2 - a1, a4 - a3). ``moves`` is int or float32
+    (the Box branch converts, so that a build for integer actions still computes in float32).
     """
     accel = _ADV_ACCEL if i < simple_tag_adversaries(c) else _GOOD_ACCEL
     if c.continuous != 0:
-        a1 = min(max(moves[i, 1], _ZERO), _ONE)
-        a2 = min(max(moves[i, 2], _ZERO), _ONE)
-        a3 = min(max(moves[i, 3], _ZERO), _ONE)
-        a4 = min(max(moves[i, 4], _ZERO), _ONE)
+        a1 = min(max(f32(moves[i, 1]), _ZERO), _ONE)
+        a2 = min(max(f32(moves[i, 2]), _ZERO), _ONE)
+        a3 = min(max(f32(moves[i, 3]), _ZERO), _ONE)
+        a4 = min(max(f32(moves[i, 4]), _ZERO), _ONE)
         return (a2 - a1) * accel, (a4 - a3) * accel
     # Branch-free: a learning policy's actions look random to the branch predictor.
     k = moves[i, 0]
@@ -133,7 +133,7 @@ def simple_tag_obstacle_forces(landmarks, i, c, px, py, fx, fy):
 
 @device
 def simple_tag_agent_force(pos, landmarks, moves, i, c):
-    """(fx, fy) on agent i (spec step 1): action force, then every contact in entity order (CUDA layout)."""
+    """(fx, fy) on agent i (spec step 1): action force, then every contact in entity order."""
     fx, fy = simple_tag_action_force(moves, i, c)
     px = pos[i, 0]
     py = pos[i, 1]
@@ -151,54 +151,12 @@ def simple_tag_agent_force(pos, landmarks, moves, i, c):
 
 
 @device
-def simple_tag_all_forces(pos, landmarks, moves, force, c):
-    """Every agent's force into ``force`` [N, 2], each agent pair evaluated once (the CPU's env-major step).
-
-    Bit for bit what :func:`simple_tag_agent_force` gives each agent: c_ji = -c_ij exactly (the same d2
-    and scale, δ negated), and agent i still receives its terms in entity order (agents j < i while their
-    rows run, then j > i and the obstacles in its own row).
-    """
-    num_agents = simple_tag_agents(pos.shape[0])
-    for i in range(num_agents):
-        fx, fy = simple_tag_action_force(moves, i, c)
-        force[i, 0] = fx
-        force[i, 1] = fy
-    for i in range(num_agents):
-        px = pos[i, 0]
-        py = pos[i, 1]
-        fx = force[i, 0]
-        fy = force[i, 1]
-        for j in range(i + 1, num_agents):
-            dx = px - pos[j, 0]
-            dy = py - pos[j, 1]
-            d2 = dx * dx + dy * dy
-            if d2 <= _REACH2_AGENTS:
-                if d2 != _ZERO:
-                    scale = simple_tag_contact_scale(d2, simple_tag_pair_dmin(i, j, simple_tag_adversaries(c)))
-                    fx += scale * dx
-                    fy += scale * dy
-                    force[j, 0] -= scale * dx
-                    force[j, 1] -= scale * dy
-        fx, fy = simple_tag_obstacle_forces(landmarks, i, c, px, py, fx, fy)
-        force[i, 0] = fx
-        force[i, 1] = fy
-
-
-@device
-def simple_tag_integrate_agent(pos, vel, force, i, c):
-    """Spec step 2 for agent i: :func:`simple_tag_move_agent`, then :func:`simple_tag_cap_speed`."""
-    if simple_tag_move_agent(pos, vel, force, i, c):
-        simple_tag_cap_speed(vel, i, c)
-
-
-@device
 def simple_tag_move_agent(pos, vel, force, i, c):
     """Spec step 2 for agent i without the speed cap: position with the old velocity, then damping and
     force (mass 1). True when the new speed exceeds the agent's max speed (then call simple_tag_cap_speed).
 
-    The CPU's env step moves every agent, then caps only in the envs that need it (1-2% of agents are
-    capped): LLVM turns an inline cap into a sqrt and two divisions for every agent, which kept the
-    divider busy for ~10% of the 3v1v2 step.
+    The step moves every agent, then caps (per env) only in the envs that need it (1-2% of agents are
+    capped): LLVM turns an inline cap into a sqrt and two divisions for every agent.
     """
     vx = vel[i, 0]
     vy = vel[i, 1]
@@ -292,11 +250,11 @@ def simple_tag_draw(e, entity, s, c):
     """New-episode start of one entity of env e: agent ``entity`` < N (uniform in [-1, 1)^2, at rest) or
     obstacle ``entity - N`` (uniform in [-0.9, 0.9)^2).
 
-    Keyed by (seed, global env id, entity, episode ordinal = state.episode - 1, stream d = 0 x / 1 y).
+    Keyed by (seed, global env id, entity, episode ordinal = state.episode, stream d = 0 x / 1 y).
     """
     num_agents = simple_tag_agents(s.pos.shape[1])
     env_id = c.env_id_offset + e
-    ordinal = s.episode[e] - 1
+    ordinal = s.episode[e]
     agent = entity < num_agents
     low = _AGENT_LOW if agent else _OBSTACLE_LOW
     span = _AGENT_SPAN if agent else _OBSTACLE_SPAN
@@ -311,34 +269,10 @@ def simple_tag_draw(e, entity, s, c):
 
 @device
 def simple_tag_finish(e, s, c, total, all_caught):
-    """Per env after the catches: timestep + 1, the collisions metric, terminated/truncated, next episode."""
+    """Per env after the catches: timestep + 1, the collisions metric, terminated/truncated."""
     t = s.timestep[e] + 1
     s.timestep[e] = t
     s.collisions[e] = f32(total)
     truncated = t >= c.max_cycles
-    terminated = c.terminate_on_success != 0 and all_caught and not truncated
-    s.terminated[e] = terminated
+    s.terminated[e] = c.terminate_on_success != 0 and all_caught and not truncated
     s.truncated[e] = truncated
-    if terminated or truncated:
-        if c.autoreset != 0:
-            s.timestep[e] = 0
-            s.episode[e] += 1  # the redraw is keyed by the new episode's ordinal
-        else:
-            s.finished[e] = ENDED_NOW
-
-
-@device
-def simple_tag_autoresets(e, s, c):
-    """True when env e ended in this step and is reset within it (autoreset=True)."""
-    return c.autoreset != 0 and (s.terminated[e] != 0 or s.truncated[e] != 0)
-
-
-@device
-def simple_tag_start_episode(e, s):
-    """Counters of a reset env; the redraw that follows is keyed by the new episode's ordinal."""
-    s.timestep[e] = 0
-    s.episode[e] += 1
-    s.finished[e] = RUNNING
-    s.terminated[e] = 0
-    s.truncated[e] = 0
-    s.collisions[e] = _ZERO

@@ -2,7 +2,7 @@
 
 Tests compare the CPU and CUDA kernels (float32) against this step by step, from the kernels' own
 state before each step (so float32 rounding cannot accumulate through the stiff contacts). It works on
-one state dict of NumPy arrays (the fields of ``SimpleTagState``), vectorised over envs, and does not
+one state dict of NumPy arrays (the fields of ``SimpleTag.state``), vectorised over envs, and does not
 autoreset. Unlike the kernels it evaluates every contact pair (no cut-off) with ``np.logaddexp`` as
 mpe2 does. Only the reset draws are float32 (they must equal the kernels' bit for bit).
 """

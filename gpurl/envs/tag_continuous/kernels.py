@@ -1,14 +1,13 @@
 """tag_continuous as gpurl kernels: one plain-Python source for the CPU and CUDA builds.
 
-Every phase takes ``(e, [i,] s, c, actions)``: env e, agent i, ``s`` = :class:`TagArrays`,
-``c`` = :class:`TagConsts`, ``actions`` int [E, N, 2]. The step order is the spec's:
+Every phase takes ``(e, [i,] s, c, actions)``: env e, agent i, ``s`` the env's arrays (``env.state``'s
+fields, the ``tagged_by`` and k-nearest scratch, the acceleration/turn tables, the ``tags`` metric and
+the toolkit's outputs), ``c`` its constants (env.py), ``actions`` int [E, N, 2]. A step follows the spec:
 
   begin (timestep+1) | move | observe + find tags | runners: tag penalty, exit, end bonus
   | per env: credit taggers, runners left, terminated/truncated
-  | autoreset: save final obs + redraw agents | reset counters | observe new episode
 
-An env that finished with ``autoreset=False`` is frozen (``s.finished``): every phase skips it, so its
-state and obs stay as they were and its reward is 0.
+and a new episode: draw agents | counters | observe.
 """
 import math
 
@@ -17,7 +16,6 @@ import numpy as np
 from ...kernels import (cos32, fmod32, k_nearest, lane, pair_distance, per_agent, per_env, random_below,
                         random_uniform, sin32)
 from ...kernels.targets import device
-from ...kernels.program import EnvKernel
 
 _TWO_PI = np.float32(2.0 * math.pi)   # 6.2831855
 _ZERO = np.float32(0.0)
@@ -105,15 +103,11 @@ def tag_observe(e, i, s, c):
 
 
 def tag_begin_step(e, s, c, actions):
-    if s.finished[e] == 0:
-        s.timestep[e] += 1
+    s.timestep[e] += 1
 
 
 def tag_move(e, i, s, c, actions):
     """Spec step 2 for agent i; also starts its reward with the edge and per-step terms."""
-    if s.finished[e] != 0:
-        s.reward[e, i] = _ZERO
-        return
     alive = np.float32(s.alive[e, i])
     is_tagger = i < c.num_taggers
     vmax = c.vmax_tagger if is_tagger else c.vmax_runner
@@ -147,9 +141,6 @@ def tag_move(e, i, s, c, actions):
 
 def tag_observe_and_find_tags(e, i, s, c, actions):
     """Spec step 3 (obs before tags) and the first half of step 4: which tagger tags runner i."""
-    if s.finished[e] != 0:
-        s.tagged_by[e, i] = -1  # a frozen env tags nobody (step_metrics reads this)
-        return
     tag_observe(e, i, s, c)
     tagger = -1
     if i >= c.num_taggers and s.alive[e, i] != 0:
@@ -166,7 +157,7 @@ def tag_observe_and_find_tags(e, i, s, c, actions):
 
 def tag_apply_tags(e, i, s, c, actions):
     """Spec step 4 for runner i: tag penalty and exit, then the end-of-game bonus."""
-    if s.finished[e] != 0 or i < c.num_taggers:
+    if i < c.num_taggers:
         return
     reward = s.reward[e, i]
     if s.tagged_by[e, i] >= 0:
@@ -180,8 +171,6 @@ def tag_apply_tags(e, i, s, c, actions):
 
 def tag_end_step(e, s, c, actions):
     """Per env: credit taggers (in runner order, like the spec's sequential sum), runners left, flags."""
-    if s.finished[e] != 0:
-        return
     tagged = 0
     for j in range(c.num_taggers, s.x.shape[1]):
         m = s.tagged_by[e, j]
@@ -190,73 +179,28 @@ def tag_end_step(e, s, c, actions):
             tagged += 1
     if c.runner_exits != 0:
         s.num_runners[e] -= tagged
+    s.tags[e] = np.float32(tagged)
     terminated = s.num_runners[e] == 0
-    truncated = (s.timestep[e] == c.episode_length) and not terminated
     s.terminated[e] = terminated
-    s.truncated[e] = truncated
-    if c.autoreset == 0 and (terminated or truncated):
-        s.finished[e] = 1
+    s.truncated[e] = (s.timestep[e] == c.episode_length) and not terminated
 
 
-# ---- autoreset (same step) and reset -----------------------------------------------------------------
+# ---- a new episode -----------------------------------------------------------------------------------
 
 
-def tag_autoreset_agents(e, i, s, c, actions):
-    if c.autoreset != 0 and (s.terminated[e] != 0 or s.truncated[e] != 0):
-        for f in range(s.obs.shape[2]):
-            s.final_obs[e, i, f] = s.obs[e, i, f]
-        tag_draw_agent(e, i, s, c)
+def tag_start_agent(e, i, s, c, actions):
+    tag_draw_agent(e, i, s, c)
 
 
-def tag_autoreset_env(e, s, c, actions):
-    if c.autoreset != 0 and (s.terminated[e] != 0 or s.truncated[e] != 0):
-        tag_start_episode(e, s, c)
-
-
-def tag_autoreset_observe(e, i, s, c, actions):
-    if c.autoreset != 0 and (s.terminated[e] != 0 or s.truncated[e] != 0):
-        tag_observe(e, i, s, c)
-
-
-@device
-def tag_start_episode(e, s, c):
+def tag_start_env(e, s, c, actions):
     s.timestep[e] = 0
     s.num_runners[e] = c.num_runners
-    s.episode[e] += 1
-    s.finished[e] = 0
 
 
-def tag_reset_agents(e, i, s, c, actions):
-    if s.reset_mask[e] != 0:
-        tag_draw_agent(e, i, s, c)
-        s.tagged_by[e, i] = -1
+def tag_start_observe(e, i, s, c, actions):
+    tag_observe(e, i, s, c)
 
 
-def tag_reset_env(e, s, c, actions):
-    if s.reset_mask[e] != 0:
-        tag_start_episode(e, s, c)
-        s.terminated[e] = 0
-        s.truncated[e] = 0
-
-
-def tag_reset_observe(e, i, s, c, actions):
-    if s.reset_mask[e] != 0:
-        tag_observe(e, i, s, c)
-
-
-tag_step = EnvKernel("tag_step", [
-    per_env(tag_begin_step),
-    per_agent(tag_move),
-    per_agent(tag_observe_and_find_tags),
-    per_agent(tag_apply_tags),
-    per_env(tag_end_step),
-    per_agent(tag_autoreset_agents),
-    per_env(tag_autoreset_env),
-    per_agent(tag_autoreset_observe),
-], nargs=3)
-
-tag_reset = EnvKernel("tag_reset", [
-    per_agent(tag_reset_agents),
-    per_env(tag_reset_env),
-    per_agent(tag_reset_observe),
-], nargs=3)
+STEP_PHASES = [per_env(tag_begin_step), per_agent(tag_move), per_agent(tag_observe_and_find_tags),
+               per_agent(tag_apply_tags), per_env(tag_end_step)]
+START_PHASES = [per_agent(tag_start_agent), per_env(tag_start_env), per_agent(tag_start_observe)]

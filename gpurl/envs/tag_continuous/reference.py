@@ -1,7 +1,7 @@
 """tag_continuous in plain NumPy, written for clarity: the spec in code.
 
 Tests compare the CPU and CUDA kernels against this, step by step. It works on one state dict of
-NumPy arrays (the fields of ``TagContinuousState``) and does not autoreset; every float is float32
+NumPy arrays (the fields of ``TagContinuous.state``) and does not autoreset; every float is float32
 arithmetic in the spec's order, so the CPU kernels must match it exactly.
 """
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 ``TagGridworld(kernel_source="cuda_c")`` sends every reset and step launch here instead of to the Numba
 kernel. The launch is the Numba one's: grid = num_envs, block = ``block_size(num_agents)``, and the
-arguments are the fields of :class:`GridArrays` (torch tensors, zero-copy) and :class:`GridConsts` in
-order, which is the kernel's parameter order (a cpu-tier test checks the names match).
+arguments are the env's arrays (``env.kernel_tensors()``: torch tensors, zero-copy) and constants, in the
+order of their NamedTuples, which is the kernel's parameter order (a cpu-tier test checks the names match).
 """
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pathlib import Path
 import torch
 
 from ...kernels.program import block_size
-from .layout import GridArrays, GridConsts
 
 SOURCE = Path(__file__).resolve().with_name("tag_gridworld.cu")
 KERNEL = "tag_gridworld_step"
@@ -32,7 +31,7 @@ def cuda_c_module():
     return _module
 
 
-def kernel_args(tensors: GridArrays, consts: GridConsts, obs_dim: int, actions: torch.Tensor | None) -> tuple:
+def kernel_args(tensors, consts, obs_dim: int, actions: torch.Tensor | None) -> tuple:
     """Arguments of ``tag_gridworld_step`` after (num_envs, num_agents, ...): see the .cu's parameter list.
 
     actions: int32/int64 [E, N, 1], or None in a reset launch (a null pointer the kernel never reads).
@@ -50,7 +49,7 @@ class GridCudaC:
         self.module = module
         self.block = block
 
-    def launch(self, tensors: GridArrays, consts: GridConsts, obs_dim: int, actions: torch.Tensor | None) -> None:
+    def launch(self, tensors, consts, obs_dim: int, actions: torch.Tensor | None) -> None:
         num_envs, num_agents = tensors.x.shape
         block = self.block or block_size(num_agents)
         self.module.launch(KERNEL, num_envs, block, kernel_args(tensors, consts, obs_dim, actions))

@@ -1,22 +1,17 @@
 """tag_gridworld as gpurl kernels: one plain-Python source for the CPU and CUDA builds.
 
-Every phase takes ``(e, [i,] s, c, actions)``: env e, agent i, ``s`` = :class:`GridArrays`,
-``c`` = :class:`GridConsts`, ``actions`` int32/int64 [E, N, 1]. One kernel, ``gridworld_step``, in the
-spec's order:
+Every phase takes ``(e, [i,] s, c, actions)``: env e, agent i, ``s`` the env's arrays (``env.state``'s
+fields, the ``hit_wall`` scratch, the ``reward_table``, the ``tags`` metric and the toolkit's outputs),
+``c`` its constants (env.py), ``actions`` int32/int64 [E, N, 1]. A step, in the spec's order:
 
-  move + clip | per env: timestep + 1, tagged, terminated/truncated, who restarts
-  | rewards + observe (into final_obs for envs that restart) | restarting agents: draw a new start
-  | per env: freeze or start the new episode | restarting agents: observe the new episode
+  move + clip | per env: timestep + 1, tagged, terminated/truncated | rewards + observe
 
-``env.reset`` launches the same kernel with ``c.reset_only`` set: the first three phases then do nothing
-and the envs whose ``s.restart`` the host set from the reset mask restart (one kernel to compile, not
-two). An env that finished with ``autoreset=False`` is frozen (``s.finished``): every phase skips it, so
-its state and obs stay as they were and its reward is 0.
+and a new episode: draw agents | timestep 0 | observe. ``tag_gridworld.cu`` is the same kernel in CUDA C,
+with the toolkit's episode phases (gpurl.envs.lifecycle) written out.
 """
 import numpy as np
 
 from ...kernels import per_agent, per_env, random_below
-from ...kernels.program import EnvKernel
 from ...kernels.targets import device
 
 _ZERO = np.float32(0.0)
@@ -82,11 +77,6 @@ def grid_observe(e, i, s, c, obs):
 
 def grid_move(e, i, s, c, actions):
     """Spec step 1 for agent i: move by its action, clip each coordinate to [0, L], note a wall hit."""
-    if c.reset_only != 0:
-        return
-    if s.finished[e] != 0:
-        s.reward[e, i] = _ZERO
-        return
     a = actions[e, i, 0]
     x = s.x[e, i]
     y = s.y[e, i]
@@ -107,16 +97,10 @@ def grid_move(e, i, s, c, actions):
 
 
 def grid_clock_and_tag(e, s, c, actions):
-    """Per env: spec steps 1 (timestep + 1), 2 (tagged) and 4 (terminated/truncated), and who restarts.
+    """Per env: spec steps 1 (timestep + 1), 2 (tagged) and 4 (terminated/truncated).
 
     One thread scans the taggers: O(N), the same order as the runner's nearest-tagger observation.
     """
-    if c.reset_only != 0:
-        return
-    if s.finished[e] != 0:
-        s.tags[e] = _ZERO  # a frozen env tags nobody (step_metrics reads this)
-        s.restart[e] = 0
-        return
     s.timestep[e] += 1
     runner = c.num_taggers
     rx = s.x[e, runner]
@@ -126,59 +110,33 @@ def grid_clock_and_tag(e, s, c, actions):
         if s.x[e, m] == rx and s.y[e, m] == ry:
             tagged = True
             break
-    truncated = (s.timestep[e] == c.episode_length) and not tagged
     s.tags[e] = _ONE if tagged else _ZERO
     s.terminated[e] = tagged
-    s.truncated[e] = truncated
-    s.restart[e] = 1 if ((tagged or truncated) and c.autoreset != 0) else 0
+    s.truncated[e] = (s.timestep[e] == c.episode_length) and not tagged
 
 
 def grid_reward_and_observe(e, i, s, c, actions):
     """Spec step 3 (reward from the table) and the observation of the moved state."""
-    if c.reset_only != 0 or s.finished[e] != 0:
-        return
     is_runner = 1 if i == c.num_taggers else 0
     tagged = 1 if s.tags[e] != _ZERO else 0
     s.reward[e, i] = s.reward_table[is_runner, tagged, s.hit_wall[e, i]]
-    # An env that restarts in this step shows its new episode in obs (last phase); this is its last obs.
-    grid_observe(e, i, s, c, s.final_obs if s.restart[e] != 0 else s.obs)
+    grid_observe(e, i, s, c, s.obs)
 
 
-# ---- restarts: same-step autoreset, or reset ----------------------------------------------------------
+# ---- a new episode --------------------------------------------------------------------------------------
 
 
-def grid_restart_agents(e, i, s, c, actions):
-    """A restarting env draws agent i's new start."""
-    if s.restart[e] != 0:
-        grid_draw_agent(e, i, s, c)
+def grid_start_agent(e, i, s, c, actions):
+    grid_draw_agent(e, i, s, c)
 
 
-def grid_end_or_restart_env(e, s, c, actions):
-    """Per env: freeze an ended env (autoreset=False, after its last reward and obs are written), or
-    start the new episode of a restarting one."""
-    if c.reset_only == 0 and c.autoreset == 0 and (s.terminated[e] != 0 or s.truncated[e] != 0):
-        s.finished[e] = 1
-    if s.restart[e] == 0:
-        return
+def grid_start_env(e, s, c, actions):
     s.timestep[e] = 0
-    s.episode[e] += 1
-    s.finished[e] = 0
-    if c.reset_only != 0:  # an autoreset reports how the episode ended; a reset clears it
-        s.terminated[e] = 0
-        s.truncated[e] = 0
-        s.tags[e] = _ZERO
 
 
-def grid_restart_observe(e, i, s, c, actions):
-    if s.restart[e] != 0:
-        grid_observe(e, i, s, c, s.obs)
+def grid_start_observe(e, i, s, c, actions):
+    grid_observe(e, i, s, c, s.obs)
 
 
-gridworld_step = EnvKernel("gridworld_step", [
-    per_agent(grid_move),
-    per_env(grid_clock_and_tag),
-    per_agent(grid_reward_and_observe),
-    per_agent(grid_restart_agents),
-    per_env(grid_end_or_restart_env),
-    per_agent(grid_restart_observe),
-], nargs=3)
+STEP_PHASES = [per_agent(grid_move), per_env(grid_clock_and_tag), per_agent(grid_reward_and_observe)]
+START_PHASES = [per_agent(grid_start_agent), per_env(grid_start_env), per_agent(grid_start_observe)]

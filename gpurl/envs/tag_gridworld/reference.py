@@ -1,7 +1,7 @@
 """tag_gridworld in plain NumPy, written for clarity: the spec in code.
 
 Tests compare the CPU and CUDA kernels against this, step by step. It works on one state dict of NumPy
-arrays (the fields of ``TagGridworldState``: x, y, timestep, episode) and does not autoreset. Rewards are
+arrays (the fields of ``TagGridworld.state``: x, y, timestep, and episode) and does not autoreset. Rewards are
 summed in float64 and rounded once to float32 (as the original does); observations are float32
 divisions, so the CPU kernels must match it bit for bit.
 """

@@ -1,46 +1,51 @@
-// tag_gridworld in CUDA C: the kernel of kernels.py (gridworld_step), phase for phase, over the same
+// tag_gridworld in CUDA C: the kernel the toolkit builds from kernels.py's phases (gpurl.envs.lifecycle:
+// the env's step and start phases, and the toolkit's episode phases), phase for phase, over the same
 // buffers (struct of arrays, same dtypes) and with the same counter-based RNG, so its output is bit for
-// bit the Numba build's. Spec: shared/specs/tag_gridworld.md.
+// bit the Numba build's. Spec: docs/specs/tag_gridworld.md.
 //
 // Launch: one block per env (grid = num_envs), threads stride over agents (any block size), and
 // __syncthreads() between phases, as gpurl.kernels.program builds the Numba kernel. A launch with
-// reset_only = 1 is env.reset: only the restart phases run, for the envs whose restart[e] the host set.
-// An env frozen by autoreset=False (finished[e]) is skipped by every phase: reward 0, obs unchanged.
+// launch = RESET is env.reset: only the start phases run, for the envs whose restart[e] the host set.
+// An env ended with autoreset=False (status ENDED) is skipped by the step phases: reward 0, obs unchanged.
 //
 // Loaded by TagGridworld(kernel_source="cuda_c") through gpurl.kernels.cuda_c.CudaCModule; the cpu test
 // tier builds this file as plain C++ (gpurl_host.h) and compares it with the Numba CPU build.
 #include "gpurl.cuh"
 
-// Every argument of one launch, in kernel-parameter order (layout.GridArrays, then layout.GridConsts).
+// Every argument of one launch, in kernel-parameter order (the env's arrays, then its constants: see
+// TagGridworld.kernel_tensors and KernelEnv's array and constant order).
 struct Grid {
     int num_envs, num_agents, obs_dim;
-    int* x;                     // [E, N] cells 0..grid_length
-    int* y;                     // [E, N]
-    int* timestep;              // [E]
-    int* episode;               // [E] episodes started: the counter of the reset draws
     float* obs;                 // [E, N, obs_dim]
     float* final_obs;           // [E, N, obs_dim]
     float* reward;              // [E, N]
     unsigned char* terminated;  // [E] (torch.bool)
     unsigned char* truncated;   // [E] (torch.bool)
-    float* tags;                // [E] 1 when the runner was tagged in this step
-    unsigned char* finished;    // [E] ended and frozen until reset (autoreset=False)
-    unsigned char* restart;     // [E] starts a new episode in this launch
+    int* x;                     // [E, N] cells 0..grid_length
+    int* y;                     // [E, N]
+    int* timestep;              // [E]
     unsigned char* hit_wall;    // [E, N] this step's move was clipped
+    float* tags;                // [E] 1 when the runner was tagged in this step
     const float* reward_table;  // [2 is_runner, 2 tagged, 2 hit_wall]
+    int* episode;               // [E] episodes started: the counter of the start draws
+    unsigned char* status;      // [E] RUNNING, or ENDED (autoreset=False) until reset
+    unsigned char* restart;     // [E] starts a new episode in this launch
     int num_taggers;            // also the runner's index
     int grid_length;
     float length_f32;           // grid_length, the obs divisor
     int episode_length;
     float time_norm;            // episode_length, the obs divisor
-    int full_obs, random_start, center, autoreset, reset_only;
+    int full_obs, random_start, center;
     unsigned long long seed;
     long long env_id_offset;
+    int autoreset, launch;      // launch: STEP or RESET
     const void* actions;        // [E, N, 1] int32 or int64 (action_bytes 4 or 8); null in reset launches
     int action_bytes;
 };
 
 enum { STREAM_X = 0, STREAM_Y = 1 };
+enum { STEP = 0, RESET = 1 };        // gpurl.envs.lifecycle
+enum { RUNNING = 0, ENDED = 1 };
 
 // Flat index of agent i of env e in an [E, N] array (64-bit: E * N * obs_dim may pass 2**31).
 __device__ __forceinline__ long long grid_at(const Grid& g, int e, int i) {
@@ -111,16 +116,15 @@ __device__ void grid_observe(const Grid& g, int e, int i, float* obs) {
     row[5] = time;
 }
 
-// ---- step phases ---------------------------------------------------------------------------------------
+// ---- step phases (for envs that take this step) --------------------------------------------------------
+
+__device__ __forceinline__ bool grid_stepping(const Grid& g, int e) {
+    return g.launch == STEP && g.status[e] == RUNNING;
+}
 
 // Spec step 1 for agent i: move by its action, clip each coordinate to [0, L], note a wall hit.
 __device__ void grid_move(const Grid& g, int e, int i) {
-    if (g.reset_only != 0) return;
     const long long k = grid_at(g, e, i);
-    if (g.finished[e] != 0) {
-        g.reward[k] = 0.0f;
-        return;
-    }
     const long long a = grid_action(g, k);
     int x = g.x[k];
     int y = g.y[k];
@@ -136,14 +140,8 @@ __device__ void grid_move(const Grid& g, int e, int i) {
     g.hit_wall[k] = (cx != x || cy != y) ? 1 : 0;
 }
 
-// Per env (thread 0): spec steps 1 (timestep + 1), 2 (tagged), 4 (terminated/truncated); who restarts.
+// Per env (thread 0): spec steps 1 (timestep + 1), 2 (tagged), 4 (terminated/truncated).
 __device__ void grid_clock_and_tag(const Grid& g, int e) {
-    if (g.reset_only != 0) return;
-    if (g.finished[e] != 0) {
-        g.tags[e] = 0.0f;  // a frozen env tags nobody (step_metrics reads this)
-        g.restart[e] = 0;
-        return;
-    }
     g.timestep[e] += 1;
     const int* xs = g.x + grid_at(g, e, 0);
     const int* ys = g.y + grid_at(g, e, 0);
@@ -155,79 +153,97 @@ __device__ void grid_clock_and_tag(const Grid& g, int e) {
             break;
         }
     }
-    const bool truncated = g.timestep[e] == g.episode_length && !tagged;
     g.tags[e] = tagged ? 1.0f : 0.0f;
     g.terminated[e] = tagged;
-    g.truncated[e] = truncated;
-    g.restart[e] = ((tagged || truncated) && g.autoreset != 0) ? 1 : 0;
+    g.truncated[e] = g.timestep[e] == g.episode_length && !tagged;
 }
 
 // Spec step 3 (reward from the table) and the observation of the moved state.
 __device__ void grid_reward_and_observe(const Grid& g, int e, int i) {
-    if (g.reset_only != 0 || g.finished[e] != 0) return;
     const long long k = grid_at(g, e, i);
     const int is_runner = i == g.num_taggers ? 1 : 0;
     const int tagged = g.tags[e] != 0.0f ? 1 : 0;
     g.reward[k] = g.reward_table[(is_runner * 2 + tagged) * 2 + g.hit_wall[k]];
-    // An env that restarts in this step shows its new episode in obs (last phase); this is its last obs.
-    grid_observe(g, e, i, g.restart[e] != 0 ? g.final_obs : g.obs);
+    grid_observe(g, e, i, g.obs);
 }
 
-// ---- restarts: same-step autoreset, or reset ------------------------------------------------------------
+// ---- the toolkit's episode phases (gpurl.envs.lifecycle) ------------------------------------------------
 
-__device__ void grid_restart_agents(const Grid& g, int e, int i) {
-    if (g.restart[e] != 0) grid_draw_agent(g, e, i);
-}
-
-// Per env (thread 0): freeze an ended env (autoreset=False, after its last reward and obs are written),
-// or start the new episode of a restarting one.
-__device__ void grid_end_or_restart_env(const Grid& g, int e) {
-    if (g.reset_only == 0 && g.autoreset == 0 && (g.terminated[e] != 0 || g.truncated[e] != 0)) g.finished[e] = 1;
-    if (g.restart[e] == 0) return;
-    g.timestep[e] = 0;
-    g.episode[e] += 1;
-    g.finished[e] = 0;
-    if (g.reset_only != 0) {  // an autoreset reports how the episode ended; a reset clears it
-        g.terminated[e] = 0;
-        g.truncated[e] = 0;
-        g.tags[e] = 0.0f;
+// Per env (thread 0), after the step: the env restarts (autoreset) or stays ended (status ENDED: reward and
+// metrics 0 from now on); a reset launch clears the flags of the envs it resets.
+__device__ void grid_settle(const Grid& g, int e) {
+    if (g.launch != STEP) {
+        if (g.restart[e] != 0) {
+            g.status[e] = RUNNING;
+            g.terminated[e] = 0;
+            g.truncated[e] = 0;
+            g.tags[e] = 0.0f;
+        }
+        return;
     }
+    if (g.status[e] != RUNNING) {
+        for (int i = 0; i < g.num_agents; ++i) g.reward[grid_at(g, e, i)] = 0.0f;
+        g.tags[e] = 0.0f;
+        g.restart[e] = 0;
+        return;
+    }
+    const bool ended = g.terminated[e] != 0 || g.truncated[e] != 0;
+    g.restart[e] = (ended && g.autoreset != 0) ? 1 : 0;
+    if (ended && g.autoreset == 0) g.status[e] = ENDED;
 }
 
-__device__ void grid_restart_observe(const Grid& g, int e, int i) {
-    if (g.restart[e] != 0) grid_observe(g, e, i, g.obs);
+// An autoresetting env's last observation of the episode that ended, before the new one overwrites it.
+__device__ void grid_copy_final_obs(const Grid& g, int e, int i) {
+    const long long row = grid_at(g, e, i) * g.obs_dim;
+    for (int f = 0; f < g.obs_dim; ++f) g.final_obs[row + f] = g.obs[row + f];
 }
 
 // ---- the kernel ------------------------------------------------------------------------------------------
 
 extern "C" __global__ void tag_gridworld_step(
     int num_envs, int num_agents, int obs_dim,
-    int* x, int* y, int* timestep, int* episode,
-    float* obs, float* final_obs, float* reward, unsigned char* terminated, unsigned char* truncated, float* tags,
-    unsigned char* finished, unsigned char* restart, unsigned char* hit_wall, const float* reward_table,
+    float* obs, float* final_obs, float* reward, unsigned char* terminated, unsigned char* truncated,
+    int* x, int* y, int* timestep, unsigned char* hit_wall, float* tags, const float* reward_table,
+    int* episode, unsigned char* status, unsigned char* restart,
     int num_taggers, int grid_length, float length_f32, int episode_length, float time_norm,
-    int full_obs, int random_start, int center, int autoreset, int reset_only,
-    unsigned long long seed, long long env_id_offset,
+    int full_obs, int random_start, int center, unsigned long long seed, long long env_id_offset,
+    int autoreset, int launch,
     const void* actions, int action_bytes)
 {
-    const Grid g = {num_envs, num_agents, obs_dim, x, y, timestep, episode, obs, final_obs, reward, terminated,
-                    truncated, tags, finished, restart, hit_wall, reward_table, num_taggers, grid_length,
-                    length_f32, episode_length, time_norm, full_obs, random_start, center, autoreset, reset_only,
-                    seed, env_id_offset, actions, action_bytes};
+    const Grid g = {num_envs, num_agents, obs_dim, obs, final_obs, reward, terminated, truncated, x, y, timestep,
+                    hit_wall, tags, reward_table, episode, status, restart, num_taggers, grid_length, length_f32,
+                    episode_length, time_norm, full_obs, random_start, center, seed, env_id_offset, autoreset,
+                    launch, actions, action_bytes};
     const int e = blockIdx.x;
     if (e >= num_envs) return;  // the whole block leaves together: no barrier is skipped by half a block
     const int t = threadIdx.x;
     const int stride = blockDim.x;
-
-    for (int i = t; i < num_agents; i += stride) grid_move(g, e, i);
+    // Every thread of the block reads the same per-env flags between barriers: the branches are uniform.
+    if (grid_stepping(g, e)) {
+        for (int i = t; i < num_agents; i += stride) grid_move(g, e, i);
+    }
     __syncthreads();
-    if (t == 0) grid_clock_and_tag(g, e);
+    if (t == 0 && grid_stepping(g, e)) grid_clock_and_tag(g, e);
     __syncthreads();
-    for (int i = t; i < num_agents; i += stride) grid_reward_and_observe(g, e, i);
+    if (grid_stepping(g, e)) {
+        for (int i = t; i < num_agents; i += stride) grid_reward_and_observe(g, e, i);
+    }
     __syncthreads();
-    for (int i = t; i < num_agents; i += stride) grid_restart_agents(g, e, i);
+    if (t == 0) grid_settle(g, e);
     __syncthreads();
-    if (t == 0) grid_end_or_restart_env(g, e);
+    if (g.launch == STEP && g.restart[e] != 0) {
+        for (int i = t; i < num_agents; i += stride) grid_copy_final_obs(g, e, i);
+    }
     __syncthreads();
-    for (int i = t; i < num_agents; i += stride) grid_restart_observe(g, e, i);
+    if (g.restart[e] != 0) {
+        for (int i = t; i < num_agents; i += stride) grid_draw_agent(g, e, i);
+    }
+    __syncthreads();
+    if (t == 0 && g.restart[e] != 0) g.timestep[e] = 0;
+    __syncthreads();
+    if (g.restart[e] != 0) {
+        for (int i = t; i < num_agents; i += stride) grid_observe(g, e, i, g.obs);
+    }
+    __syncthreads();
+    if (t == 0 && g.restart[e] != 0) g.episode[e] += 1;
 }

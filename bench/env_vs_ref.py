@@ -1,0 +1,127 @@
+"""Env speed of this checkout against an earlier commit, side by side in one process.
+
+    python bench/env_vs_ref.py --ref HEAD~1                      # both configurations of the regression floor
+    python bench/env_vs_ref.py --ref 69ee721 --configs simple_tag-3v1v2 --rounds 9
+
+The package at ``--ref`` is exported with ``git archive`` into a temporary folder and imported as
+``gpurl_ref`` (its imports rewritten, its torch op namespace renamed so both register), so both versions
+step the same configuration with the same actions in the same process, alternating rounds: a shared,
+noisy machine slows both alike, and the ratio is what the floor is about. Reported per configuration:
+median agent-steps/s of each (wall clock, all of Numba's threads) and of one thread's CPU time (steady
+even when other processes compete), and new / ref.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from _common import describe_machine, print_result
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIGS = {
+    "tag-10v100": ("tag_continuous", 1000, dict(num_taggers=10, num_runners=100), 40),
+    "simple_tag-3v1v2": ("simple_tag", 4096, dict(num_adversaries=3, num_good=1, num_obstacles=2), 300),
+}
+
+
+def import_ref(ref: str, folder: Path):
+    """The package ``gpurl`` at git ``ref``, importable as ``gpurl_ref``."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "gpurl"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    (folder / "gpurl").rename(folder / "gpurl_ref")
+    for path in (folder / "gpurl_ref").rglob("*.py"):
+        text = path.read_text()
+        text = re.sub(r"\bgpurl::", "gpurlref::", text)
+        text = re.sub(r"\b(from|import) gpurl\b(?!_)", r"\1 gpurl_ref", text)
+        text = re.sub(r"([\"'])gpurl\.", r"\1gpurl_ref.", text)
+        path.write_text(text)
+    sys.path.insert(0, str(folder))
+    return importlib.import_module("gpurl_ref")
+
+
+def actions_for(env, count: int, seed: int) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    shape = (env.num_envs, env.num_agents, env.action_dims)
+    if env.action_dtype == torch.float32:
+        return [torch.rand(shape, generator=gen) for _ in range(count)]
+    high = env._action_high.expand(shape)
+    return [(torch.rand(shape, generator=gen) * high).long() for _ in range(count)]
+
+
+def timed(env, actions, steps: int) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds) of ``steps`` steps."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for k in range(steps):
+        env.step(actions[k % len(actions)])
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def compare(packages: dict, config: str, rounds: int, seed: int) -> dict:
+    name, num_envs, params, steps = CONFIGS[config]
+    envs = {label: pkg.make(name, num_envs=num_envs, device="cpu", seed=seed, validate=False, **params)
+            for label, pkg in packages.items()}
+    pools = {}
+    for label, env in envs.items():
+        env.reset()
+        pools[label] = actions_for(env, 8, seed)
+        timed(env, pools[label], 5)  # compile and warm up
+    agents = num_envs * next(iter(envs.values())).num_agents
+    wall = {label: [] for label in envs}
+    cpu = {label: [] for label in envs}
+    for r in range(rounds):
+        for label in (list(envs) if r % 2 == 0 else list(reversed(envs))):
+            w, c = timed(envs[label], pools[label], steps)
+            wall[label].append(steps * agents / w)
+            cpu[label].append(steps * agents / c)
+    row = {"config": config, "num_envs": num_envs, "steps_per_round": steps}
+    for label in envs:
+        row[f"{label}_wall"] = statistics.median(wall[label])
+        row[f"{label}_cpu"] = statistics.median(cpu[label])
+    row["ratio_wall"] = row["new_wall"] / row["ref_wall"]
+    row["ratio_cpu"] = row["new_cpu"] / row["ref_cpu"]
+    print(f"{config} ({num_envs} envs): agent-steps/s wall ref {row['ref_wall'] / 1e6:.2f}M new "
+          f"{row['new_wall'] / 1e6:.2f}M (new/ref {row['ratio_wall']:.3f}); per CPU second ref "
+          f"{row['ref_cpu'] / 1e6:.2f}M new {row['new_cpu'] / 1e6:.2f}M (new/ref {row['ratio_cpu']:.3f})", flush=True)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ref", default="HEAD", help="git revision to compare against (default: HEAD)")
+    ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated subset of {list(CONFIGS)}")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    configs = args.configs.split(",")
+    unknown = sorted(set(configs) - set(CONFIGS))
+    if unknown:
+        ap.error(f"unknown configs {unknown}; choose from {list(CONFIGS)}")
+    ref_commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.ref], capture_output=True,
+                                text=True, check=True).stdout.strip()
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "gpurl"], capture_output=True,
+                                text=True, check=True).stdout.strip())
+    import gpurl  # noqa: PLC0415
+
+    machine = describe_machine(torch.device("cpu"))
+    print(f"env speed, this checkout ({head}{' + uncommitted changes' if dirty else ''}) vs {args.ref} ({ref_commit}); "
+          f"CPU; rounds={args.rounds} alternated; {machine}")
+    with tempfile.TemporaryDirectory(prefix="gpurl-ref-") as folder:
+        packages = {"ref": import_ref(args.ref, Path(folder)), "new": gpurl}
+        rows = [compare(packages, config, args.rounds, args.seed) for config in configs]
+    print_result({"bench": "env_vs_ref", "ref": ref_commit, "head": head, "dirty": dirty, "device": "cpu",
+                  "machine": machine, "rounds": args.rounds, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()

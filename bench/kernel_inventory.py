@@ -1,0 +1,349 @@
+"""The kernels gpurl launches on a GPU, found and sized without one: bench/kernel_report.py's rows and the
+compile tier's limit checks (tests/test_compile_kernel_limits.py).
+
+Env kernels are *recorded*, not listed: an env of each configuration is built with the CUDA target over
+host memory and its ``EnvKernel.launch`` is replaced by a recorder for one ``reset()`` and one ``step()``,
+so whatever kernels an env launches (under whatever names) are found, with their exact arguments,
+``constants`` and launch geometry (one block per env, ``block_size(num_agents)`` threads), and nothing
+runs. Triton kernels (gpurl.fusion) are listed with the signature, constexprs and warps their launchers
+use. tag_gridworld's CUDA C build is added when its module is there.
+
+Resources are sm_90's: PTX from NVVM (:func:`~gpurl.kernels.aot.cached_ptx_sm90`), Triton or NVRTC,
+assembled by the CUDA toolkit's ``ptxas -v`` (:func:`~gpurl.kernels.aot.ptxas_resources`).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+
+import gpurl
+from gpurl.envs.random_actions import RandomActions, action_columns
+from gpurl.kernels.aot import cached_ptx_sm90, compile_triton_sm90, ptxas_resources
+from gpurl.kernels.occupancy import block_limits, occupancy
+from gpurl.kernels.program import EnvKernel, block_size
+
+#: H100 SXM HBM3 bandwidth (bytes/s): the ceiling of a kernel that only moves its arrays once.
+H100_BYTES_PER_S = 3.35e12
+#: SMs of an H100 SXM (the PCIe card has 114): how many blocks one wave of a launch holds.
+H100_SMS = 132
+#: Rows of the fused actor's launch in the report (the issue's 1e5).
+ACTOR_ROWS = 100_000
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """A named configuration: env ``env`` with ``params`` at ``num_envs`` envs; ``preset``: the training
+    preset whose policy (frame stack, widths, activation) and rollout length the Triton rows use."""
+
+    name: str
+    env: str
+    params: dict
+    num_envs: int
+    preset: str
+    description: str
+
+
+def _preset_env_params(preset: str) -> dict:
+    from gpurl.train.config import PRESETS
+
+    return dict(PRESETS[preset]["env_params"])
+
+
+ENV_CONFIGS: dict[str, EnvConfig] = {
+    "tag-10v100": EnvConfig("tag-10v100", "tag_continuous", _preset_env_params("tag-10v100"), 1000, "tag-10v100",
+                            "tag_continuous, 10 taggers v 100 runners, k=10 partial obs, 1000 envs"),
+    "simple-tag-3v1v2": EnvConfig("simple-tag-3v1v2", "simple_tag",
+                                  dict(num_adversaries=3, num_good=1, num_obstacles=2), 4096, "simple-tag",
+                                  "simple_tag, 3 adversaries, 1 good, 2 obstacles, 4096 envs"),
+    "grid-4": EnvConfig("grid-4", "tag_gridworld", _preset_env_params("grid-4"), 2000, "grid-4",
+                        "tag_gridworld, WarpDrive's benchmark: 4 taggers, 101 x 101 cells, 2000 envs"),
+}
+
+
+# ---- env kernels: recorded launches ----------------------------------------------------------------------
+
+@dataclass
+class Launch:
+    """One recorded ``EnvKernel.launch``: ``phase`` is "reset" or "step" (the env call it came from)."""
+
+    kernel: EnvKernel
+    phase: str
+    num_envs: int
+    num_agents: int
+    args: tuple
+    constants: tuple = ()
+
+    @property
+    def threads(self) -> int:
+        return block_size(self.num_agents)
+
+
+@contextlib.contextmanager
+def _cuda_build_on_host() -> Iterator[None]:
+    """Let an env pick the CUDA build over CPU tensors (what it allows under Numba's simulator), for as long
+    as the env is built and its launches recorded. The switch is read at call time by the env; numba.cuda
+    is imported first so the real CUDA target, not the simulator, is what this process has."""
+    import numba.cuda  # noqa: F401
+
+    old = os.environ.get("NUMBA_ENABLE_CUDASIM")
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["NUMBA_ENABLE_CUDASIM"]
+        else:
+            os.environ["NUMBA_ENABLE_CUDASIM"] = old
+
+
+def random_actions(env, generator: torch.Generator) -> torch.Tensor:
+    """Uniform actions [E, N, columns] for every group of ``env`` (the dtype ``env.step`` takes)."""
+    parts = []
+    for group in env.groups.values():
+        n = len(range(env.num_agents)[group.agents])
+        draw = RandomActions(group.action_space, env.device)
+        parts.append(draw((env.num_envs, n, action_columns(group.action_space)), generator))
+    return torch.cat(parts, dim=1)
+
+
+@contextlib.contextmanager
+def recording(run_kernels: bool = False) -> Iterator[Callable[[str], list[Launch]]]:
+    """Record every ``EnvKernel.launch`` while active; yields ``start(phase)``, which tags the launches that
+    follow with ``phase`` and returns the shared list. run_kernels: also launch them (a CPU env)."""
+    launches: list[Launch] = []
+    phase = ["?"]
+    original = EnvKernel.launch
+
+    def record(kernel, target, num_envs, num_agents, *args, **options):
+        launches.append(Launch(kernel, phase[0], num_envs, num_agents, args, tuple(options.get("constants", ()))))
+        if run_kernels:
+            original(kernel, target, num_envs, num_agents, *args, **options)
+
+    def start(name: str) -> list[Launch]:
+        phase[0] = name
+        return launches
+
+    EnvKernel.launch = record
+    try:
+        yield start
+    finally:
+        EnvKernel.launch = original
+
+
+def record_launches(config: EnvConfig, num_envs: int | None = None) -> tuple[object, list[Launch]]:
+    """(env, launches) of one ``reset()`` and one ``step()`` of ``config``'s env with the CUDA target, on
+    host memory, at ``num_envs`` (default the configuration's): nothing runs."""
+    with _cuda_build_on_host(), recording() as start:
+        env = gpurl.make(config.env, num_envs=num_envs or config.num_envs, device="cpu", target="cuda",
+                         seed=0, validate=False, **config.params)
+        start("reset")
+        env.reset()
+        launches = start("step")
+        env.step(random_actions(env, torch.Generator().manual_seed(0)))
+    return env, launches
+
+
+def arrays(value, path: str = "") -> Iterator[tuple[str, np.ndarray]]:
+    """(path, array) of every array in a kernel argument (arrays, scalars, (named) tuples of them)."""
+    if isinstance(value, np.ndarray):
+        yield path, value
+    elif isinstance(value, tuple):
+        names = getattr(value, "_fields", None) or [str(k) for k in range(len(value))]
+        for name, item in zip(names, value):
+            yield from arrays(item, f"{path}.{name}" if path else name)
+
+
+def distinct_arrays(args: tuple) -> dict[str, np.ndarray]:
+    """path -> array of ``args``, each buffer once (the first path that names it)."""
+    seen, out = set(), {}
+    for path, a in arrays(tuple(args)):
+        key = (a.__array_interface__["data"][0], a.nbytes)
+        if key not in seen:
+            seen.add(key)
+            out[path] = a
+    return out
+
+
+# ---- resources -------------------------------------------------------------------------------------------
+
+@dataclass
+class Resources:
+    """sm_90 resources of one kernel: registers per thread, spills (every function of its PTX), stack
+    frame, static shared memory (ptxas) and dynamic shared memory (Triton's launch), per block."""
+
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    stack_frame: int
+    static_shared: int
+    dynamic_shared: int = 0
+    arch: str = "sm_90"
+
+    @property
+    def spills(self) -> int:
+        return self.spill_stores + self.spill_loads
+
+    def problems(self, threads: int) -> list[str]:
+        """Why this kernel at ``threads`` per block is not clean: spills, or a broken per-block limit."""
+        found = block_limits(threads, self.registers, self.static_shared, self.dynamic_shared)
+        if self.spills:
+            found.append(f"spills: {self.spill_stores} B stores, {self.spill_loads} B loads")
+        if not found and occupancy(threads, self.registers, self.static_shared + self.dynamic_shared).blocks_per_sm < 1:
+            found.append("no block fits an SM")
+        return found
+
+
+def resources_of_ptx(ptx: str, entry: str | None = None, dynamic_shared: int = 0, ptxas: str | None = None) -> Resources:
+    """:class:`Resources` of the kernel ``entry`` (the PTX's only entry when None) from ``ptxas -v``."""
+    report = ptxas_resources(ptx, ptxas)
+    entries = [r for r in report.values() if r.entry and (entry is None or r.name == entry)]
+    if len(entries) != 1:
+        raise ValueError(f"expected one entry {entry or ''} in the PTX, found {[r.name for r in entries]}")
+    k = entries[0]
+    return Resources(k.registers, sum(r.spill_stores for r in report.values()),
+                     sum(r.spill_loads for r in report.values()), k.stack_frame, k.smem, dynamic_shared, k.arch)
+
+
+def launch_resources(launch: Launch, ptxas: str | None = None) -> Resources:
+    """sm_90 resources of a recorded env-kernel launch (its exact argument types and constants)."""
+    return resources_of_ptx(cached_ptx_sm90(launch.kernel, launch.args, launch.constants), ptxas=ptxas)
+
+
+# ---- Triton kernels --------------------------------------------------------------------------------------
+
+ACTOR_SIGNATURE = {
+    "x_ptr": "*fp32", "sx_e": "i32", "sx_i": "i32", "D": "i32", "E": "i32", "n": "i32",
+    **{name: "*fp32" for name in ("mean_ptr", "rstd_ptr", "a_w0", "a_wh", "a_b", "a_wo", "a_bo",
+                                  "c_w0", "c_wh", "c_b", "c_wo", "c_bo")},
+    "nvec_ptr": "*i32", "step_ptr": "*i64", "seed_ptr": "*i64", "env_offset": "i32",
+    "num_agents": "i32", "group_start": "i32",
+    "act_ptr": "*i64", "sa_e": "i32", "sa_i": "i32", "lp_ptr": "*fp32", "sl_e": "i32", "sl_i": "i32",
+    "v_ptr": "*fp32", "sv_e": "i32", "sv_i": "i32",
+}
+GAE_SIGNATURE = {
+    "reward_ptr": "*fp32", "value_ptr": "*fp32", "final_value_ptr": "*fp32",
+    "terminated_ptr": "*u8", "truncated_ptr": "*u8", "advantages_ptr": "*fp32", "returns_ptr": "*fp32",
+    "T": "i32", "M": "i32", "E": "i32", "N": "i32", "gamma": "fp32", "gamma_lam": "fp32",
+}
+#: Triton's default warps per program: actor_step_triton launches with it.
+TRITON_DEFAULT_WARPS = 4
+
+
+@dataclass
+class TritonLaunch:
+    """A Triton kernel as its launcher calls it: ``programs`` blocks of ``num_warps`` warps over ``items``
+    agent-steps (actor: rows; GAE: T x E x N), reading ``bytes_read`` and writing ``bytes_written``."""
+
+    name: str
+    config: str
+    fn: object
+    signature: dict
+    constexprs: dict
+    num_warps: int
+    programs: int
+    items: int
+    bytes_read: int
+    bytes_written: int
+    detail: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.num_warps
+
+
+def _policies(config: EnvConfig, env) -> dict[str, object]:
+    """Distinct policies (by packed shape) the training preset builds for ``env``'s groups: key -> PPO's
+    ActorCritic, built as the trainer builds it."""
+    from gymnasium.spaces import Box
+
+    from gpurl.algos.nets import ActorCritic
+    from gpurl.train.config import build_config
+
+    cfg = build_config(config.preset)
+    out = {}
+    for name, group in env.groups.items():
+        if isinstance(group.action_space, Box):
+            continue  # Box groups act through the compiled torch definition, not the fused kernel
+        policy = ActorCritic(group.obs_dim * cfg.frame_stack, group.action_space, cfg.hidden, cfg.activation,
+                             cfg.norm_obs, torch.Generator().manual_seed(0))
+        out.setdefault((policy.in_dim, tuple(policy.dist.nvec)), (name, policy))
+    return dict(out.values())
+
+
+def actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS) -> TritonLaunch:
+    """The fused actor over ``rows`` rows of ``policy`` (the preset's policy for ``group``)."""
+    from gpurl.fusion.actor import actor_fused_kernel, block_rows
+    from gpurl.fusion.packing import PackedPolicy
+
+    p = PackedPolicy(policy, policy.activation)
+    rows_per_program = block_rows(p)
+    constexprs = dict(IP=p.IP, HP=p.HP, NP=p.NP, HEADS=p.heads, LAYERS=p.layers, TANH=p.activation == "tanh",
+                      NORM_CLIP=float(p.norm_clip or 0.0), BLOCK_B=rows_per_program)
+    weights = sum(t.numel() * t.element_size() for t in p.tensors() if isinstance(t, torch.Tensor))
+    # Each row: its input read once; action (int64 per head), log-prob and value written once. Weights,
+    # normalisation and nvec are read once per launch (every program reads them; L2 serves the repeats).
+    read = rows * p.in_dim * 4 + weights + 8 + 16
+    written = rows * (8 * p.heads + 4 + 4)
+    return TritonLaunch("actor_fused_kernel", config.name, actor_fused_kernel, ACTOR_SIGNATURE, constexprs,
+                        TRITON_DEFAULT_WARPS, -(-rows // rows_per_program), rows, read, written,
+                        f"{group} policy: in {p.in_dim}, heads {p.nvec}, hidden {p.HP} x {p.layers}, "
+                        f"{rows:.0e} rows", dict(policy=policy, packed=p))
+
+
+def gae_launch(config: EnvConfig, num_agents: int) -> TritonLaunch:
+    """The fused GAE scan over the preset's rollout (T x E x N columns) of ``config``."""
+    from gpurl.fusion.gae import GAE_BLOCK, GAE_NUM_WARPS, gae_fused_kernel
+    from gpurl.train.config import build_config
+
+    T, E, N = build_config(config.preset).rollout_len, config.num_envs, num_agents
+    M = E * N
+    read = 4 * T * M + 4 * (T + 1) * M + 4 * T * M + 2 * T * E  # reward, value, final value, flags
+    written = 2 * 4 * T * M                                        # advantages, returns
+    return TritonLaunch("gae_fused_kernel", config.name, gae_fused_kernel, GAE_SIGNATURE, {"BLOCK": GAE_BLOCK},
+                        GAE_NUM_WARPS, -(-M // GAE_BLOCK), T * M, read, written,
+                        f"T={T} x {E} envs x {N} agents", dict(T=T, E=E, N=N))
+
+
+def triton_launches(config: EnvConfig, env) -> list[TritonLaunch]:
+    """The fused actor (each distinct policy of the preset, ACTOR_ROWS rows) and GAE for ``config``."""
+    found = [actor_launch(config, group, policy) for group, policy in _policies(config, env).items()]
+    return found + [gae_launch(config, env.num_agents)]
+
+
+_triton_cache: dict[tuple, object] = {}
+
+
+def triton_resources(launch: TritonLaunch, ptxas: str | None = None) -> Resources:
+    """sm_90 resources of a Triton launch: ptxas -v on the PTX Triton emits (registers, spills) and the
+    dynamic shared memory Triton launches it with."""
+    key = (launch.name, tuple(sorted(launch.constexprs.items())), launch.num_warps)
+    if key not in _triton_cache:
+        _triton_cache[key] = compile_triton_sm90(launch.fn, launch.signature, launch.constexprs,
+                                                 num_warps=launch.num_warps)
+    compiled = _triton_cache[key]
+    return resources_of_ptx(compiled.asm["ptx"], launch.name, int(compiled.metadata.shared), ptxas)
+
+
+# ---- CUDA C ------------------------------------------------------------------------------------------------
+
+def cuda_c_kernels() -> dict[str, tuple[Path, str]]:
+    """env name -> (CUDA C source, kernel name) of the envs with a CUDA C build (launched like their Numba
+    kernel: grid = envs, block_size(agents) threads, over the same buffers)."""
+    try:
+        from gpurl.envs.tag_gridworld.cuda_c import KERNEL, SOURCE
+    except ImportError:
+        return {}
+    return {"tag_gridworld": (Path(SOURCE), KERNEL)}
+
+
+def cuda_c_resources(source: Path, kernel: str, ptxas: str | None = None) -> Resources:
+    from gpurl.kernels.cuda_c import compile_cuda_c_sm90
+
+    return resources_of_ptx(compile_cuda_c_sm90(path=source, compiler="nvrtc"), kernel, ptxas=ptxas)

@@ -1,0 +1,149 @@
+"""Declared envs (gpurl.envs.KernelEnv): what the toolkit builds from a declaration, and the errors a
+declaration mistake gets, each naming the env and what is wrong, raised when the env is made.
+
+The env here is a tiny two-group game written only against the public toolkit: a "runner" group walks
+along a line, a "chaser" group follows; its phases run on the CPU build (compiled once, a few seconds).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+import gpurl
+from gpurl.envs import KernelEnv, field
+from gpurl.kernels import per_agent, per_env
+
+pytestmark = pytest.mark.cpu
+
+
+@dataclasses.dataclass(frozen=True)
+class LineParams:
+    num_chasers: int = 2
+    length: int = 3
+
+
+def line_move(e, i, s, c, actions):
+    s.pos[e, i] += actions[e, i, 0] - 1  # actions 0, 1, 2: left, stay, right
+
+
+def line_end(e, s, c, actions):
+    s.timestep[e] += 1
+    s.moves[e] = np.float32(s.timestep[e])
+    s.terminated[e] = False
+    s.truncated[e] = s.timestep[e] >= c.length
+
+
+def line_reward_observe(e, i, s, c, actions):
+    s.reward[e, i] = np.float32(s.pos[e, i])
+    s.obs[e, i, 0] = np.float32(s.pos[e, i])
+
+
+def line_start(e, i, s, c, actions):
+    s.pos[e, i] = i + 10 * s.episode[e]  # the episode counter keys each new start
+
+
+def line_clock(e, s, c, actions):
+    s.timestep[e] = 0
+
+
+class Line(KernelEnv):
+    name = "line"
+    params_type = LineParams
+    state = {"pos": field("int32", "agents"), "timestep": field("int32")}
+    metrics = ("moves",)
+    step_phases = [per_agent(line_move), per_env(line_end), per_agent(line_reward_observe)]
+    start_phases = [per_agent(line_start), per_env(line_clock), per_agent(line_reward_observe)]
+
+    def groups(self):
+        space = gymnasium.spaces.Discrete(3)
+        chasers = self.params.num_chasers
+        return {"runner": gpurl.Group(slice(0, 1), 1, space), "chaser": gpurl.Group(slice(1, 1 + chasers), 1, space)}
+
+    def constants(self):
+        return {"length": np.int32(self.params.length)}
+
+
+def test_a_declared_env_steps_resets_and_autoresets():
+    env = Line(num_envs=2, seed=0, num_chasers=2, length=2)
+    assert env.num_agents == 3 and list(env.groups) == ["runner", "chaser"]
+    assert [f.name for f in dataclasses.fields(env.state)] == ["pos", "timestep", "episode"]
+    np.testing.assert_array_equal(env.reset().numpy()[:, :, 0], [[0, 1, 2], [0, 1, 2]])
+    np.testing.assert_array_equal(env.state.episode.numpy(), [1, 1])
+    right = torch.full((2, 3), 2)
+    obs, reward, term, trunc, info = env.step(right)
+    np.testing.assert_array_equal(reward.numpy(), [[1, 2, 3], [1, 2, 3]])
+    assert not trunc.any() and env.step_metrics()["moves"].tolist() == [1.0, 1.0]
+    obs, reward, term, trunc, info = env.step(right)  # length 2: truncated, and restarted in the same call
+    assert trunc.all()
+    np.testing.assert_array_equal(info["final_obs"].numpy()[:, :, 0], [[2, 3, 4], [2, 3, 4]])
+    np.testing.assert_array_equal(obs.numpy()[:, :, 0], [[10, 11, 12], [10, 11, 12]])  # episode 1's start
+    np.testing.assert_array_equal(env.state.timestep.numpy(), [0, 0])
+
+
+def test_ended_envs_wait_for_reset_without_autoreset():
+    env = Line(num_envs=2, seed=0, autoreset=False, length=1)
+    env.reset()
+    right = torch.full((2, 3), 2)
+    _, _, _, trunc, _ = env.step(right)
+    assert trunc.all()
+    _, reward, _, trunc, _ = env.step(right)  # ended: skipped, reward 0, metric 0, flags kept
+    assert (reward == 0).all() and trunc.all() and (env.step_metrics()["moves"] == 0).all()
+    np.testing.assert_array_equal(env.state.pos.numpy(), [[1, 2, 3], [1, 2, 3]])
+    env.reset(mask=torch.tensor([True, False]))
+    assert env.truncated.tolist() == [False, True]
+    _, reward, _, _, _ = env.step(right)
+    np.testing.assert_array_equal(reward.numpy(), [[11, 12, 13], [0, 0, 0]])
+
+
+def _variant(**attrs):
+    return type("Broken", (Line,), {"name": "broken", **attrs})
+
+
+def _groups(*slices):
+    space = gymnasium.spaces.Discrete(3)
+
+    def groups(self):
+        return {name: gpurl.Group(s, 1, space) for name, s in zip(("runner", "chaser", "third"), slices)}
+    return groups
+
+
+@pytest.mark.parametrize("slices, message", [
+    ((slice(0, 2), slice(1, 3)), "broken groups 'runner' and 'chaser' overlap: agents 1..1 are in both"),
+    ((slice(0, 1), slice(2, 3)), "broken: agents 1..1 are in no group (between groups 'runner' and 'chaser')"),
+    ((slice(1, 3),), "broken: agents 0..0 are in no group (before group 'runner')"),
+    ((slice(0, 1), slice(1, 1)), "broken group 'chaser' is empty"),
+    ((slice(0, 3, 2),), "broken group 'runner': agents must be a slice(start, stop) with step 1"),
+])
+def test_group_slices_must_tile_the_agents(slices, message):
+    with pytest.raises(ValueError) as info:
+        _variant(groups=_groups(*slices))(num_envs=1)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("attrs, error, message", [
+    (dict(state={"pos": field("int32", "nobody")}), ValueError,
+     "field 'pos': dim 'nobody' is neither one of ['agents', 'obs'] nor an attribute of LineParams"),
+    (dict(scratch={"obs": field("float32")}), ValueError, "broken declares ['obs']: these names are the toolkit's own"),
+    (dict(constants=lambda self: {"length": 2.5}), TypeError,
+     "broken.constants()['length'] = 2.5 is a float; kernel constants are NumPy scalars"),
+    (dict(constants=lambda self: {"seed": np.uint64(1)}), ValueError, "returns ['seed']: these names are the toolkit's"),
+    (dict(state={"pos": field("int32", "agents"), "timestep": field("int32"), "moves": field("int32")}), ValueError,
+     "broken: metrics ['moves'] must be float32 fields of shape [num_envs]"),
+    (dict(start_phases=[]), ValueError, "broken.start_phases is empty"),
+    (dict(step_phases=[per_agent(line_move, when=line_move)]), ValueError, "line_move has when=..."),
+])
+def test_declaration_mistakes_are_named_when_the_env_is_made(attrs, error, message):
+    with pytest.raises(error) as info:
+        _variant(**attrs)(num_envs=1)
+    assert message in str(info.value)
+
+
+def test_unknown_parameters_and_bad_field_dtypes():
+    with pytest.raises(TypeError, match=r"line got an unknown parameter 'chasers'; valid parameters: \['num_chasers'"):
+        Line(num_envs=1, chasers=3)
+    with pytest.raises(ValueError, match="field dtype must be one of"):
+        field("float64", "agents")
