@@ -25,10 +25,11 @@ from pathlib import Path
 import torch
 
 from _common import describe_machine, print_result
+from gpurl.envs.tag_continuous import TAG_10V100
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = {
-    "tag-10v100": ("tag_continuous", 1000, dict(num_taggers=10, num_runners=100), 40),
+    "tag-10v100": ("tag_continuous", 1000, TAG_10V100, 200),  # env_throughput.py's tag-10v100
     "simple_tag-3v1v2": ("simple_tag", 4096, dict(num_adversaries=3, num_good=1, num_obstacles=2), 300),
 }
 
