@@ -8,7 +8,7 @@ The package at ``--ref`` is exported with ``git archive`` into a temporary folde
 step the same configuration with the same actions in the same process, alternating rounds: a shared,
 noisy machine slows both alike, and the ratio is what the floor is about. Reported per configuration:
 median agent-steps/s of each (wall clock, all of Numba's threads) and of one thread's CPU time (steady
-even when other processes compete), and new / ref.
+even when other processes compete), and new / ref. Ends with a ``RESULT {json}`` line.
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The kernels gpurl launches on a GPU, found and sized without one: bench/kernel_report.py's rows and the
-compile tier's limit checks (tests/test_compile_kernel_limits.py).
+compile tier's limit checks (tests/test_compile_kernel_limits.py). A library, not a script:
+bench/kernel_report.py, which imports it, prints the RESULT line.
 
 Env kernels are *recorded*, not listed: an env of each configuration is built with the CUDA target over
 host memory and its ``EnvKernel.launch`` is replaced by a recorder for one ``reset()`` and one ``step()``,
@@ -217,20 +218,6 @@ def launch_resources(launch: Launch, ptxas: str | None = None) -> Resources:
 
 # ---- Triton kernels --------------------------------------------------------------------------------------
 
-ACTOR_SIGNATURE = {
-    "x_ptr": "*fp32", "sx_e": "i32", "sx_i": "i32", "D": "i32", "E": "i32", "n": "i32",
-    **{name: "*fp32" for name in ("mean_ptr", "rstd_ptr", "a_w0", "a_wh", "a_b", "a_wo", "a_bo",
-                                  "c_w0", "c_wh", "c_b", "c_wo", "c_bo")},
-    "nvec_ptr": "*i32", "step_ptr": "*i64", "seed_ptr": "*i64", "env_offset": "i32",
-    "num_agents": "i32", "group_start": "i32",
-    "act_ptr": "*i64", "sa_e": "i32", "sa_i": "i32", "lp_ptr": "*fp32", "sl_e": "i32", "sl_i": "i32",
-    "v_ptr": "*fp32", "sv_e": "i32", "sv_i": "i32",
-}
-GAE_SIGNATURE = {
-    "reward_ptr": "*fp32", "value_ptr": "*fp32", "final_value_ptr": "*fp32",
-    "terminated_ptr": "*u8", "truncated_ptr": "*u8", "advantages_ptr": "*fp32", "returns_ptr": "*fp32",
-    "T": "i32", "M": "i32", "E": "i32", "N": "i32", "gamma": "fp32", "gamma_lam": "fp32",
-}
 #: Triton's default warps per program: actor_step_triton launches with it.
 TRITON_DEFAULT_WARPS = 4
 
@@ -279,7 +266,7 @@ def _policies(config: EnvConfig, env) -> dict[str, object]:
 
 def actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS) -> TritonLaunch:
     """The fused actor over ``rows`` rows of ``policy`` (the preset's policy for ``group``)."""
-    from gpurl.fusion.actor import actor_fused_kernel, block_rows
+    from gpurl.fusion.actor import ACTOR_SM90_SIGNATURE, actor_fused_kernel, block_rows
     from gpurl.fusion.packing import PackedPolicy
 
     p = PackedPolicy(policy, policy.activation)
@@ -291,7 +278,7 @@ def actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS) 
     # normalisation and nvec are read once per launch (every program reads them; L2 serves the repeats).
     read = rows * p.in_dim * 4 + weights + 8 + 16
     written = rows * (8 * p.heads + 4 + 4)
-    return TritonLaunch("actor_fused_kernel", config.name, actor_fused_kernel, ACTOR_SIGNATURE, constexprs,
+    return TritonLaunch("actor_fused_kernel", config.name, actor_fused_kernel, ACTOR_SM90_SIGNATURE, constexprs,
                         TRITON_DEFAULT_WARPS, -(-rows // rows_per_program), rows, read, written,
                         f"{group} policy: in {p.in_dim}, heads {p.nvec}, hidden {p.HP} x {p.layers}, "
                         f"{rows:.0e} rows", dict(policy=policy, packed=p))
@@ -299,14 +286,14 @@ def actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS) 
 
 def gae_launch(config: EnvConfig, num_agents: int) -> TritonLaunch:
     """The fused GAE scan over the preset's rollout (T x E x N columns) of ``config``."""
-    from gpurl.fusion.gae import GAE_BLOCK, GAE_NUM_WARPS, gae_fused_kernel
+    from gpurl.fusion.gae import GAE_BLOCK, GAE_NUM_WARPS, GAE_SM90_SIGNATURE, gae_fused_kernel
     from gpurl.train.config import build_config
 
     T, E, N = build_config(config.preset).rollout_len, config.num_envs, num_agents
     M = E * N
     read = 4 * T * M + 4 * (T + 1) * M + 4 * T * M + 2 * T * E  # reward, value, final value, flags
     written = 2 * 4 * T * M                                        # advantages, returns
-    return TritonLaunch("gae_fused_kernel", config.name, gae_fused_kernel, GAE_SIGNATURE, {"BLOCK": GAE_BLOCK},
+    return TritonLaunch("gae_fused_kernel", config.name, gae_fused_kernel, GAE_SM90_SIGNATURE, {"BLOCK": GAE_BLOCK},
                         GAE_NUM_WARPS, -(-M // GAE_BLOCK), T * M, read, written,
                         f"T={T} x {E} envs x {N} agents", dict(T=T, E=E, N=N))
 

@@ -17,18 +17,13 @@ pytestmark = pytest.mark.compile
 
 triton = pytest.importorskip("triton")
 
-from gpurl.fusion.gae import GAE_BLOCK, GAE_NUM_WARPS, gae_fused_kernel  # noqa: E402
+from gpurl.fusion.gae import GAE_BLOCK, GAE_NUM_WARPS, GAE_SM90_SIGNATURE, gae_fused_kernel  # noqa: E402
 
-GAE_SIGNATURE = {
-    "reward_ptr": "*fp32", "value_ptr": "*fp32", "final_value_ptr": "*fp32",
-    "terminated_ptr": "*u8", "truncated_ptr": "*u8", "advantages_ptr": "*fp32", "returns_ptr": "*fp32",
-    "T": "i32", "M": "i32", "E": "i32", "N": "i32", "gamma": "fp32", "gamma_lam": "fp32",
-}
 
 
 @pytest.fixture(scope="module")
 def gae_compiled():
-    return compile_triton_sm90(gae_fused_kernel, GAE_SIGNATURE, {"BLOCK": GAE_BLOCK}, num_warps=GAE_NUM_WARPS)
+    return compile_triton_sm90(gae_fused_kernel, GAE_SM90_SIGNATURE, {"BLOCK": GAE_BLOCK}, num_warps=GAE_NUM_WARPS)
 
 
 def test_gae_kernel_compiles_for_sm90_without_float64(gae_compiled):

@@ -26,22 +26,13 @@ pytestmark = pytest.mark.compile
 
 triton = pytest.importorskip("triton")
 
-from gpurl.fusion.actor import actor_fused_kernel, block_rows  # noqa: E402
+from gpurl.fusion.actor import ACTOR_SM90_SIGNATURE, actor_fused_kernel, block_rows  # noqa: E402
 from gpurl.fusion.packing import PackedPolicy  # noqa: E402
 from gpurl.algos.nets import ActorCritic  # noqa: E402
 
 NUM_WARPS = 4
 H100_SHARED_PER_BLOCK = 227 * 1024   # opt-in maximum of dynamic shared memory per block on sm_90
 
-ACTOR_SIGNATURE = {
-    "x_ptr": "*fp32", "sx_e": "i32", "sx_i": "i32", "D": "i32", "E": "i32", "n": "i32",
-    **{name: "*fp32" for name in ("mean_ptr", "rstd_ptr", "a_w0", "a_wh", "a_b", "a_wo", "a_bo",
-                                  "c_w0", "c_wh", "c_b", "c_wo", "c_bo")},
-    "nvec_ptr": "*i32", "step_ptr": "*i64", "seed_ptr": "*i64", "env_offset": "i32",
-    "num_agents": "i32", "group_start": "i32",
-    "act_ptr": "*i64", "sa_e": "i32", "sa_i": "i32", "lp_ptr": "*fp32", "sl_e": "i32", "sl_i": "i32",
-    "v_ptr": "*fp32", "sv_e": "i32", "sv_i": "i32",
-}
 
 # preset: (obs_dim, frame_stack, nvec, expected (IP, HP, NP, BLOCK_B)); tag-5v1000 has tag-10v100's
 # shapes (obs_dim 71, frame stack 2, 21 x 21 heads), so the same kernel.
@@ -68,14 +59,14 @@ def test_signature_names_every_runtime_argument():
 
     params = list(inspect.signature(actor_fused_kernel.fn).parameters)
     constexprs = preset_constexprs("tag-small")
-    assert params == list(ACTOR_SIGNATURE) + list(constexprs)
+    assert params == list(ACTOR_SM90_SIGNATURE) + list(constexprs)
 
 
 @pytest.fixture(scope="module", params=list(PRESETS))
 def compiled(request):
     torch.manual_seed(0)
     constexprs = preset_constexprs(request.param)
-    return request.param, compile_triton_sm90(actor_fused_kernel, ACTOR_SIGNATURE, constexprs,
+    return request.param, compile_triton_sm90(actor_fused_kernel, ACTOR_SM90_SIGNATURE, constexprs,
                                               num_warps=NUM_WARPS)
 
 

@@ -1,4 +1,5 @@
 """Env-throughput runners of ``bench/peers.py``: gpurl, JaxMARL, VMAS and PettingZoo mpe2 on simple_tag.
+(Part of a library: bench/peers.py prints the RESULT line.)
 
 Every runner steps ``num_envs`` copies of simple_tag with uniformly random discrete actions drawn
 up front (a pool cycled through, so drawing them is not timed), autoresetting after 25 steps, and

@@ -1,4 +1,5 @@
 """The JAX peer of gpurl's PPO: IPPO on JaxMARL's ``MPE_simple_tag_v3``, PureJaxRL style.
+(Part of a library: bench/peers.py prints the RESULT line.)
 
 One jitted function per iteration (rollout ``lax.scan`` over T steps of ``vmap(env.step)`` + policy,
 GAE, epochs x minibatches of Adam steps, observation-normaliser update), called once per iteration

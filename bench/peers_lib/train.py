@@ -1,4 +1,5 @@
 """Training comparison of ``bench/peers.py``: gpurl PPO vs the JAX IPPO baseline on simple_tag 3v1v2.
+(Part of a library: bench/peers.py prints the RESULT line.)
 
 Both train from one :class:`gpurl.train.config.TrainConfig` (same envs, rollout length, network
 widths, epochs, minibatches and every other hyper-parameter; see ``jax_ippo``) and alternate

@@ -184,3 +184,12 @@ def gae(reward: torch.Tensor, value: torch.Tensor, final_value: torch.Tensor, te
     if backend == "triton":
         return gae_triton(*args)
     return torch.ops.gpurl.gae(*args)
+
+
+#: The parameter types of :func:`gae_fused_kernel` other than ``BLOCK``, in order, for compiling it ahead
+#: of time (:func:`gpurl.kernels.aot.compile_triton_sm90`).
+GAE_SM90_SIGNATURE = {
+    "reward_ptr": "*fp32", "value_ptr": "*fp32", "final_value_ptr": "*fp32",
+    "terminated_ptr": "*u8", "truncated_ptr": "*u8", "advantages_ptr": "*fp32", "returns_ptr": "*fp32",
+    "T": "i32", "M": "i32", "E": "i32", "N": "i32", "gamma": "fp32", "gamma_lam": "fp32",
+}
