@@ -218,10 +218,6 @@ def launch_resources(launch: Launch, ptxas: str | None = None) -> Resources:
 
 # ---- Triton kernels --------------------------------------------------------------------------------------
 
-#: Triton's default warps per program: actor_step_triton launches with it.
-TRITON_DEFAULT_WARPS = 4
-
-
 @dataclass
 class TritonLaunch:
     """A Triton kernel as its launcher calls it: ``programs`` blocks of ``num_warps`` warps over ``items``
@@ -266,20 +262,19 @@ def _policies(config: EnvConfig, env) -> dict[str, object]:
 
 def actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS) -> TritonLaunch:
     """The fused actor over ``rows`` rows of ``policy`` (the preset's policy for ``group``)."""
-    from gpurl.fusion.actor import ACTOR_SM90_SIGNATURE, actor_fused_kernel, block_rows
+    from gpurl.fusion.actor import ACTOR_SM90_SIGNATURE, actor_constexprs, actor_fused_kernel, launch_warps
     from gpurl.fusion.packing import PackedPolicy
 
     p = PackedPolicy(policy, policy.activation)
-    rows_per_program = block_rows(p)
-    constexprs = dict(IP=p.IP, HP=p.HP, NP=p.NP, HEADS=p.heads, LAYERS=p.layers, TANH=p.activation == "tanh",
-                      NORM_CLIP=float(p.norm_clip or 0.0), BLOCK_B=rows_per_program)
+    constexprs = actor_constexprs(p)
+    rows_per_program = constexprs["BLOCK_B"]
     weights = sum(t.numel() * t.element_size() for t in p.tensors() if isinstance(t, torch.Tensor))
     # Each row: its input read once; action (int64 per head), log-prob and value written once. Weights,
     # normalisation and nvec are read once per launch (every program reads them; L2 serves the repeats).
     read = rows * p.in_dim * 4 + weights + 8 + 16
     written = rows * (8 * p.heads + 4 + 4)
     return TritonLaunch("actor_fused_kernel", config.name, actor_fused_kernel, ACTOR_SM90_SIGNATURE, constexprs,
-                        TRITON_DEFAULT_WARPS, -(-rows // rows_per_program), rows, read, written,
+                        launch_warps(p), -(-rows // rows_per_program), rows, read, written,
                         f"{group} policy: in {p.in_dim}, heads {p.nvec}, hidden {p.HP} x {p.layers}, "
                         f"{rows:.0e} rows", dict(policy=policy, packed=p))
 

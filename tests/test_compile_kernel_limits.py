@@ -35,9 +35,6 @@ from gpurl.kernels.aot import kernel_signature  # noqa: E402
 from gpurl.kernels.occupancy import occupancy  # noqa: E402
 
 CONFIGS = sorted(inv.ENV_CONFIGS)
-#: The fused actor spills at every preset (fp32 "ieee" dots on FMA units with whole tiles in registers;
-#: see tests/test_compile_fusion_actor.py). Strict: the day it stops spilling, this xfail fails and goes.
-ACTOR_SPILLS = "actor_fused_kernel spills on sm_90 (known, tests/test_compile_fusion_actor.py); tune it, then drop this"
 
 
 @functools.lru_cache(maxsize=None)
@@ -101,18 +98,8 @@ def triton_launches(config: str, name: str) -> list[inv.TritonLaunch]:
 
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("kernel", ["actor_fused_kernel", "gae_fused_kernel"])
-def test_triton_kernels_fit_the_block(kernel, config, ptxas):
+def test_triton_kernels_fit_the_block_and_do_not_spill(kernel, config, ptxas):
     for launch in triton_launches(config, kernel):
         res = inv.triton_resources(launch, ptxas)
         print(f"\n{config} {launch.detail}: " + describe(kernel, launch.threads, res))
-        assert [p for p in res.problems(launch.threads) if not p.startswith("spills")] == []
-
-
-@pytest.mark.parametrize("config", CONFIGS)
-@pytest.mark.parametrize("kernel", [pytest.param("actor_fused_kernel", marks=pytest.mark.xfail(strict=True,
-                                                                                              reason=ACTOR_SPILLS)),
-                                    "gae_fused_kernel"])
-def test_triton_kernels_do_not_spill(kernel, config, ptxas):
-    for launch in triton_launches(config, kernel):
-        res = inv.triton_resources(launch, ptxas)
-        assert (res.spill_stores, res.spill_loads) == (0, 0), f"{launch.detail}: " + describe(kernel, launch.threads, res)
+        assert res.problems(launch.threads) == [], f"{launch.detail}: " + describe(kernel, launch.threads, res)

@@ -7,8 +7,12 @@ action, log-prob and value straight into the rollout buffer at step t (any row s
 act phase is one launch instead of dozens of small kernels.
 
 Its reference is the one definition of acting, :meth:`gpurl.algos.nets.ActorCritic.act`, which does
-the same arithmetic in torch (the tests hold the kernel to it, in Triton's interpreter). It reads the
-static padded weights of :class:`~.packing.PackedPolicy`. ``step`` and the seed are read from device
+the same arithmetic in torch (the tests hold the kernel to it, in Triton's interpreter). On the GPU its
+dots are 3xTF32 tensor-core products, within 3x of fp32's own rounding (tests/
+test_fusion_actor_precision.py emulates them, as the interpreter computes every dot in fp32). It reads
+the static padded weights of :class:`~.packing.PackedPolicy`. Registers bound the design: on sm_90 no
+preset's launch spills (the compile tier checks), from the first layer taken 16 inputs at a time, the
+wider dots taken a quarter of the weights at a time, and the critic run after the heads. ``step`` and the seed are read from device
 tensors, so a CUDA graph replaying the launch sees the current step (a scalar argument would be frozen
 at capture).
 """
@@ -56,14 +60,65 @@ if triton is not None:
         else:
             return tl.maximum(x, 0.0)
 
+    #: Every dot of the actor: fp32 operands as three TF32 tensor-core products (the 3xTF32 split of
+    #: each operand into a TF32 high part and a TF32 low part), close to fp32 rounding. "ieee" (plain
+    #: fp32 on the FMA units) needs every operand tile in registers and spilled at every preset.
+    DOT_PRECISION = tl.constexpr("tf32x3")
+
     @triton.jit
-    def _mlp(h0, w0_ptr, wh_ptr, b_ptr, offs_i, offs_h, IP: tl.constexpr, HP: tl.constexpr,
-             LAYERS: tl.constexpr, TANH: tl.constexpr):
-        w0 = tl.load(w0_ptr + offs_i[:, None] * HP + offs_h[None, :])
-        h = _activation(tl.dot(h0, w0, input_precision="ieee") + tl.load(b_ptr + offs_h)[None, :], TANH)
+    def _first_layers(x_ptr, rows_off, live, D, mean_ptr, rstd_ptr, a_w0, c_w0, offs_h, IP: tl.constexpr,
+                      HP: tl.constexpr, KC: tl.constexpr, NORM_CLIP: tl.constexpr, BLOCK_B: tl.constexpr):
+        # The normalised input times the first layer of both MLPs, KC input columns at a time: the whole
+        # [BLOCK_B, IP] tile and two [IP, HP] weight tiles would not fit in registers at IP = 256. Each
+        # chunk of the input is read once and feeds both pre-activations [BLOCK_B, HP].
+        acc_a = tl.zeros((BLOCK_B, HP), dtype=tl.float32)
+        acc_c = tl.zeros((BLOCK_B, HP), dtype=tl.float32)
+        for k0 in tl.range(0, IP, KC):
+            offs_k = k0 + tl.arange(0, KC)
+            inside = offs_k < D
+            x = tl.load(x_ptr + rows_off[:, None] + offs_k[None, :], mask=live[:, None] & inside[None, :], other=0.0)
+            h0 = (x - tl.load(mean_ptr + offs_k)[None, :]) * tl.load(rstd_ptr + offs_k)[None, :]
+            if NORM_CLIP > 0:
+                h0 = tl.minimum(tl.maximum(h0, -NORM_CLIP), NORM_CLIP)
+            h0 = tl.where(inside[None, :], h0, 0.0)
+            w_offs = offs_k[:, None] * HP + offs_h[None, :]
+            acc_a = tl.dot(h0, tl.load(a_w0 + w_offs), acc_a, input_precision=DOT_PRECISION)
+            acc_c = tl.dot(h0, tl.load(c_w0 + w_offs), acc_c, input_precision=DOT_PRECISION)
+        return acc_a, acc_c
+
+    @triton.jit
+    def _times_rows(h, w_ptr, first, step, stride, offs_out, K: tl.constexpr, acc):
+        # acc + h [BLOCK_B, K] @ W[first + step * j, offs_out] for j < K (rows of W with stride ``stride``).
+        rows = first + step * tl.arange(0, K)
+        return tl.dot(h, tl.load(w_ptr + rows[:, None] * stride + offs_out[None, :]), acc,
+                      input_precision=DOT_PRECISION)
+
+    @triton.jit
+    def _matmul(h, w_ptr, stride, offs_out, K: tl.constexpr, BLOCK_B: tl.constexpr):
+        # h [BLOCK_B, K] @ W[K, offs_out]. From K = 64 on, as four dots over the columns 4j + r of h:
+        # Triton moves a dot's operands through registers, so only a quarter of W is there at a time.
+        # (A dot needs K >= 16, hence one dot below 64.)
+        acc = tl.zeros((BLOCK_B, offs_out.shape[0]), dtype=tl.float32)
+        if K < 64:
+            acc = _times_rows(h, w_ptr, 0, 1, stride, offs_out, K, acc)
+        else:
+            h0, h1 = tl.split(tl.reshape(h, (BLOCK_B, K // 2, 2)))          # columns 2j, 2j + 1
+            h00, h01 = tl.split(tl.reshape(h0, (BLOCK_B, K // 4, 2)))       # 4j, 4j + 2
+            h10, h11 = tl.split(tl.reshape(h1, (BLOCK_B, K // 4, 2)))       # 4j + 1, 4j + 3
+            acc = _times_rows(h00, w_ptr, 0, 4, stride, offs_out, K // 4, acc)
+            acc = _times_rows(h10, w_ptr, 1, 4, stride, offs_out, K // 4, acc)
+            acc = _times_rows(h01, w_ptr, 2, 4, stride, offs_out, K // 4, acc)
+            acc = _times_rows(h11, w_ptr, 3, 4, stride, offs_out, K // 4, acc)
+        return acc
+
+    @triton.jit
+    def _hidden_layers(acc, wh_ptr, b_ptr, offs_h, HP: tl.constexpr, LAYERS: tl.constexpr, TANH: tl.constexpr,
+                       BLOCK_B: tl.constexpr):
+        # acc: the first layer's pre-activation [BLOCK_B, HP]; returns the last hidden layer's output.
+        h = _activation(acc + tl.load(b_ptr + offs_h)[None, :], TANH)
         for k in tl.static_range(LAYERS - 1):
-            w = tl.load(wh_ptr + k * HP * HP + offs_h[:, None] * HP + offs_h[None, :])
-            h = _activation(tl.dot(h, w, input_precision="ieee") + tl.load(b_ptr + (k + 1) * HP + offs_h)[None, :], TANH)
+            z = _matmul(h, wh_ptr + k * HP * HP, HP, offs_h, HP, BLOCK_B)
+            h = _activation(z + tl.load(b_ptr + (k + 1) * HP + offs_h)[None, :], TANH)
         return h
 
     @triton.jit
@@ -73,24 +128,18 @@ if triton is not None:
         step_ptr, seed_ptr, env_offset, num_agents, group_start,
         act_ptr, sa_e, sa_i, lp_ptr, sl_e, sl_i, v_ptr, sv_e, sv_i,
         IP: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, HEADS: tl.constexpr, LAYERS: tl.constexpr,
-        TANH: tl.constexpr, NORM_CLIP: tl.constexpr, BLOCK_B: tl.constexpr,
+        TANH: tl.constexpr, NORM_CLIP: tl.constexpr, BLOCK_B: tl.constexpr, KC: tl.constexpr,
     ):
         pid = tl.program_id(0)
         rows = pid * BLOCK_B + tl.arange(0, BLOCK_B)
         live = rows < E * n
         e = rows // n
         i = rows % n
-        offs_i = tl.arange(0, IP)
         offs_h = tl.arange(0, HP)
         offs_n = tl.arange(0, NP)
-        x = tl.load(x_ptr + e[:, None] * sx_e + i[:, None] * sx_i + offs_i[None, :],
-                    mask=live[:, None] & (offs_i[None, :] < D), other=0.0)
-        h0 = (x - tl.load(mean_ptr + offs_i)[None, :]) * tl.load(rstd_ptr + offs_i)[None, :]
-        if NORM_CLIP > 0:
-            h0 = tl.minimum(tl.maximum(h0, -NORM_CLIP), NORM_CLIP)
-        h0 = tl.where(offs_i[None, :] < D, h0, 0.0)
-        ha = _mlp(h0, a_w0, a_wh, a_b, offs_i, offs_h, IP, HP, LAYERS, TANH)
-        hc = _mlp(h0, c_w0, c_wh, c_b, offs_i, offs_h, IP, HP, LAYERS, TANH)
+        acc_a, acc_c = _first_layers(x_ptr, e * sx_e + i * sx_i, live, D, mean_ptr, rstd_ptr, a_w0, c_w0, offs_h,
+                                     IP, HP, KC, NORM_CLIP, BLOCK_B)
+        ha = _hidden_layers(acc_a, a_wh, a_b, offs_h, HP, LAYERS, TANH, BLOCK_B)
 
         step = tl.load(step_ptr).to(tl.uint32)
         seed_lo = tl.load(seed_ptr).to(tl.uint32)
@@ -98,8 +147,7 @@ if triton is not None:
         gid = ((env_offset + e) * num_agents + group_start + i).to(tl.uint32)
         total_logp = tl.zeros((BLOCK_B,), dtype=tl.float32)
         for h in tl.static_range(HEADS):
-            w = tl.load(a_wo + offs_h[:, None] * (HEADS * NP) + h * NP + offs_n[None, :])
-            lg = tl.dot(ha, w, input_precision="ieee") + tl.load(a_bo + h * NP + offs_n)[None, :]
+            lg = _matmul(ha, a_wo + h * NP, HEADS * NP, offs_n, HP, BLOCK_B) + tl.load(a_bo + h * NP + offs_n)[None, :]
             m = tl.max(lg, axis=1)
             ex = tl.exp(lg - m[:, None])
             s = tl.sum(ex, axis=1)
@@ -114,13 +162,33 @@ if triton is not None:
             total_logp += chosen - m - tl.log(s)
             tl.store(act_ptr + e * sa_e + i * sa_i + h, a.to(tl.int64), mask=live)
         tl.store(lp_ptr + e * sl_e + i * sl_i, total_logp, mask=live)
+        # The critic after the heads: the actor's hidden tiles are dead by then, so the two MLPs never
+        # hold theirs in registers at the same time.
+        hc = _hidden_layers(acc_c, c_wh, c_b, offs_h, HP, LAYERS, TANH, BLOCK_B)
         v = tl.sum(hc * tl.load(c_wo + offs_h)[None, :], axis=1) + tl.load(c_bo)
         tl.store(v_ptr + e * sv_e + i * sv_i, v, mask=live)
 
 
+#: Input columns per chunk of the first layer (the smallest padded input, next_pow2's floor).
+K_CHUNK = 16
+
+
 def block_rows(packed: PackedPolicy) -> int:
-    """Rows per program: 32 keeps the input tile (32 x IP floats) and weights within shared memory."""
-    return 32 if packed.IP >= 128 else 64
+    """Rows per program: 64 up to 64 hidden units; 16 above, where a 64-row tile spills on sm_90."""
+    return 64 if packed.HP <= 64 else 16
+
+
+def launch_warps(packed: PackedPolicy) -> int:
+    """Warps per program: 4 up to 64 hidden units; 8 above (fewer registers per thread)."""
+    return 4 if packed.HP <= 64 else 8
+
+
+def actor_constexprs(packed: PackedPolicy) -> dict:
+    """The ``tl.constexpr`` arguments of :func:`actor_fused_kernel` for ``packed`` (the launch, and the
+    ahead-of-time compiles of the compile tier and the readiness report)."""
+    p = packed
+    return dict(IP=p.IP, HP=p.HP, NP=p.NP, HEADS=p.heads, LAYERS=p.layers, TANH=p.activation == "tanh",
+                NORM_CLIP=float(p.norm_clip or 0.0), BLOCK_B=block_rows(p), KC=min(K_CHUNK, p.IP))
 
 
 def actor_step_triton(x, packed: PackedPolicy, step, seed, env_offset: int, num_agents: int, group_start: int,
@@ -134,19 +202,17 @@ def actor_step_triton(x, packed: PackedPolicy, step, seed, env_offset: int, num_
     if x.stride(2) != 1 or action.stride(2) != 1:
         raise ValueError("x and action need a contiguous last dimension")
     p = packed
-    BLOCK_B = block_rows(p)
-    grid = (triton.cdiv(E * n, BLOCK_B),)
+    grid = (triton.cdiv(E * n, block_rows(p)),)
     actor_fused_kernel[grid](
         x, x.stride(0), x.stride(1), D, E, n, *p.tensors(),
         step, seed, env_offset, num_agents, group_start,
         action, action.stride(0), action.stride(1), log_prob, log_prob.stride(0), log_prob.stride(1),
         value, value.stride(0), value.stride(1),
-        IP=p.IP, HP=p.HP, NP=p.NP, HEADS=p.heads, LAYERS=p.layers, TANH=p.activation == "tanh",
-        NORM_CLIP=float(p.norm_clip or 0.0), BLOCK_B=BLOCK_B,
+        num_warps=launch_warps(p), **actor_constexprs(p),
     )
 
 
-__all__ = ["actor_fused_kernel", "actor_step_triton", "block_rows"]
+__all__ = ["K_CHUNK", "actor_constexprs", "actor_fused_kernel", "actor_step_triton", "block_rows", "launch_warps"]
 
 
 #: The parameter types of :func:`actor_fused_kernel` other than its ``tl.constexpr`` ones, in order, for
