@@ -17,6 +17,7 @@ from dataclasses import MISSING, fields
 
 import torch
 
+from ..envs.params import RANGE
 from .config import PRESETS, TrainConfig, build_config
 from .run import resume_config
 from .threads import read_policy
@@ -60,7 +61,8 @@ def build_parser(description: str = DESCRIPTION, prog: str | None = None) -> arg
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not MISSING else f.default_factory()
-        kw = dict(default=argparse.SUPPRESS, help=f"{f.metadata['help']} (default: {default!r})")
+        allowed = f"; allowed: {f.metadata[RANGE]}" if RANGE in f.metadata else ""
+        kw = dict(default=argparse.SUPPRESS, help=f"{f.metadata['help']} (default: {default!r}{allowed})")
         if f.name == "env_params":
             parser.add_argument("--env-param", dest="env_params", action="append", type=_env_param,
                                 metavar="KEY=VALUE", **kw)
