@@ -85,7 +85,9 @@ def without_own_settings(adapter: str, why: str, params: dict, **own) -> dict:
     for name, ours in own.items():
         if name in params:
             theirs = params.pop(name)
-            if type(theirs) is not type(ours) or theirs != ours:
+            # a flag only equals a flag: 1 is not autoreset=True, True is not num_envs=1
+            is_flag = isinstance(theirs, (bool, np.bool_)), isinstance(ours, bool)
+            if is_flag[0] != is_flag[1] or theirs != ours:
                 raise ValueError(f"{adapter} makes its env with {name}={ours!r} ({why}); {name}={theirs!r} "
                                  f"clashes with it: leave {name} out")
     return params
