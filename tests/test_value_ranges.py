@@ -18,13 +18,15 @@ import gpurl
 from gpurl.algos.base import Field as RolloutField
 from gpurl.envs import KernelEnv, memory
 from gpurl.envs.adapters import GymVectorEnv, gym_vector_env, parallel_env
-from gpurl.envs.params import check_fields, declared_range, field_kind
+from gpurl.envs.memory import InsufficientMemory
+from gpurl.envs.params import ParameterError, check_fields, declared_range, field_kind
 from gpurl.envs.simple_tag.params import SimpleTagParams
 from gpurl.envs.tag_continuous.params import TagContinuousParams
 from gpurl.envs.tag_gridworld.params import TagGridworldParams
 from gpurl.kernels.fields import Field
-from gpurl.train import storage
+from gpurl.train import launch, storage
 from gpurl.train.cli import config_from_args
+from gpurl.train.cli import main as cli_main
 from gpurl.train.config import TrainConfig, build_config
 
 pytestmark = pytest.mark.cpu
@@ -126,7 +128,8 @@ def float_fields():
 @pytest.mark.parametrize("owner, cls, name", float_fields())
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
 def test_non_finite_floats_are_refused(owner, cls, name, value):
-    with pytest.raises(ValueError, match=re.escape(f"{owner}: {name}={value!r} is not finite; allowed: a finite number")):
+    expected = f"{owner}: {name}={value!r} is not finite; allowed: a finite number"
+    with pytest.raises(ValueError, match=re.escape(expected)):
         check(owner, with_value(cls, name, value))
 
 
@@ -226,6 +229,25 @@ def test_available_memory_is_known_on_cpu_and_read_on_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device: 300)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: 100)
     assert memory.available_bytes("cuda:0") == 1200  # free + cached but unused
+
+
+@pytest.mark.parametrize("error", [ParameterError("tag_continuous: max_speed=-1 is out of range; allowed: > 0"),
+                                   InsufficientMemory("tag_continuous: num_envs=1000000000 needs 1.5 TiB ...; "
+                                                      "lower num_envs (--num-envs)")],
+                         ids=["env_param", "memory"])
+def test_cli_reports_refusals_found_while_making_the_env_as_usage_errors(error, monkeypatch, capsys):
+    def refuse(cfg):
+        raise error
+
+    monkeypatch.setattr(launch, "run", refuse)
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(["--device", "cpu", "--iters", "1"], prog="gpurl train")
+    assert exit_info.value.code == 2
+    assert f"gpurl train: error: {error}" in capsys.readouterr().err
+
+
+def test_refusals_are_value_errors():
+    assert issubclass(ParameterError, ValueError) and issubclass(InsufficientMemory, ValueError)
 
 
 # ---- adapters ------------------------------------------------------------------------------------------

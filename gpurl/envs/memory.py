@@ -21,6 +21,11 @@ from .spaces import check_groups
 ITEM_BYTES = {"bool": 1, "uint8": 1, "int32": 4, "float32": 4, "int64": 8}
 
 
+class InsufficientMemory(ValueError):
+    """Buffers that would not fit into the device's free memory, refused before allocating (names the flag
+    to lower and both byte counts): a usage error (``gpurl train`` reports it as one)."""
+
+
 def available_bytes(device) -> int | None:
     """Bytes that allocations on ``device`` can still get, or None where that is unknown (no check).
 
@@ -38,15 +43,15 @@ def available_bytes(device) -> int | None:
 
 
 def require_memory(needed: int, device, what: str, fix: str) -> None:
-    """Raise ValueError when ``needed`` bytes exceed :func:`available_bytes` of ``device``.
+    """Raise :class:`InsufficientMemory` (a ValueError) when ``needed`` bytes exceed :func:`available_bytes`.
 
     ``what`` says what would be allocated ("tag_continuous: num_envs=10000000 ..."), ``fix`` which flag to
     lower; the message adds both byte counts.
     """
     available = available_bytes(device)
     if available is not None and needed > available:
-        raise ValueError(f"{what} needs {format_bytes(needed)} ({needed} bytes) on {torch.device(device)}, "
-                         f"but only {format_bytes(available)} ({available} bytes) is available; {fix}")
+        raise InsufficientMemory(f"{what} needs {format_bytes(needed)} ({needed} bytes) on {torch.device(device)}, "
+                                 f"but only {format_bytes(available)} ({available} bytes) is available; {fix}")
 
 
 def env_bytes(env) -> int:

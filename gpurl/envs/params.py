@@ -7,8 +7,8 @@ A numeric field declares its allowed values once, beside its default::
 
 ``ranged`` is a ``dataclasses.field`` whose metadata holds a :class:`Range`. :func:`check_fields` reads
 every field's annotation (``int``, ``float``, ``bool``, optionally ``| None``) and declared range; a class
-adds rules between fields with a ``rules()`` method (:func:`check_rules`). Errors are ValueErrors naming
-the owner, the parameter, the value and the allowed range::
+adds rules between fields with a ``rules()`` method (:func:`check_rules`). Errors are ValueErrors
+(:class:`ParameterError`) naming the owner, the parameter, the value and the allowed range::
 
     tag_continuous: max_speed=-1.0 is out of range; allowed: > 0
 
@@ -32,6 +32,11 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_AGENTS = 2**20
 #: Largest episode length: the kernels count steps in int32 and compare ``timestep + 1`` with it.
 MAX_EPISODE_LENGTH = 2**31 - 2
+
+
+class ParameterError(ValueError):
+    """A parameter or config value of the wrong type, outside its declared range, or breaking a rule
+    between fields: a usage error (``gpurl train`` reports it as one, without a traceback)."""
 
 
 @dataclass(frozen=True)
@@ -114,20 +119,20 @@ def check_value(owner: str, name: str, value, kind: str, allowed: Range, float32
     is_bool = isinstance(value, (bool, np.bool_))
     if kind == "bool":
         if not is_bool:
-            raise ValueError(f"{owner}: {name}={_show(value)} is not a bool; allowed: True or False")
+            raise ParameterError(f"{owner}: {name}={_show(value)} is not a bool; allowed: True or False")
         return
     if kind not in ("int", "float"):
         return
     if kind == "int" and (is_bool or not isinstance(value, numbers.Integral)):
-        raise ValueError(f"{owner}: {name}={_show(value)} is not an int; allowed: {_describe(kind, allowed)}")
+        raise ParameterError(f"{owner}: {name}={_show(value)} is not an int; allowed: {_describe(kind, allowed)}")
     if kind == "float" and (is_bool or not isinstance(value, numbers.Real)):
-        raise ValueError(f"{owner}: {name}={_show(value)} is not a number; allowed: {_describe(kind, allowed)}")
+        raise ParameterError(f"{owner}: {name}={_show(value)} is not a number; allowed: {_describe(kind, allowed)}")
     if kind == "float" and not _finite(value) and not allowed.nonfinite:
-        raise ValueError(f"{owner}: {name}={_show(value)} is not finite; allowed: {_describe(kind, allowed)}")
+        raise ParameterError(f"{owner}: {name}={_show(value)} is not finite; allowed: {_describe(kind, allowed)}")
     if value not in allowed:
-        raise ValueError(f"{owner}: {name}={_show(value)} is out of range; allowed: {allowed}")
+        raise ParameterError(f"{owner}: {name}={_show(value)} is out of range; allowed: {allowed}")
     if kind == "float" and float32 and _finite(value) and abs(value) > FLOAT32_MAX:
-        raise ValueError(f"{owner}: {name}={_show(value)} is out of range; allowed: {_describe(kind, allowed)} "
+        raise ParameterError(f"{owner}: {name}={_show(value)} is out of range; allowed: {_describe(kind, allowed)} "
                          f"within float32 (|value| <= {FLOAT32_MAX:.8g})")
 
 
@@ -137,7 +142,7 @@ def check_rules(obj, owner: str) -> None:
     rules = getattr(obj, "rules", None)
     for name, holds, allowed in (rules() if rules is not None else ()):
         if not holds:
-            raise ValueError(f"{owner}: {name}={_show(getattr(obj, name))} is out of range; allowed: {allowed}")
+            raise ParameterError(f"{owner}: {name}={_show(getattr(obj, name))} is out of range; allowed: {allowed}")
 
 
 def checked_params(cls, env_name: str, kwargs: dict):

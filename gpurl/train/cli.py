@@ -17,7 +17,8 @@ from dataclasses import MISSING, fields
 
 import torch
 
-from ..envs.params import RANGE
+from ..envs.memory import InsufficientMemory
+from ..envs.params import RANGE, ParameterError
 from .config import PRESETS, TrainConfig, build_config
 from .run import resume_config
 from .threads import read_policy
@@ -122,7 +123,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
     from .machine import describe_machine
 
     cfg = config_from_args(argv, prog=prog)
-    result = run(cfg)
+    try:
+        result = run(cfg)
+    except (ParameterError, InsufficientMemory) as err:
+        # An env parameter out of its range, or a num_envs too large for the device: found when the env
+        # or the rollout storage is made, before anything is allocated; a usage error like a bad flag.
+        build_parser(prog=prog).error(str(err))
+        raise  # unreachable: parser.error exits
     if result is None:  # not the main rank: rank 0 prints and writes
         return {}
     machine = describe_machine(torch.device(result["device"]))
