@@ -30,7 +30,8 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: Largest agent count of one env: agent ids key the counter RNG as uint32, and obs rows and neighbour
 #: lists are indexed with int32 on the GPU (with room for 7 features per observed agent).
 MAX_AGENTS = 2**20
-#: Largest episode length: the kernels count steps in int32 and compare ``timestep + 1`` with it.
+#: Largest episode length: the kernels count steps in int32 (``timestep``); one below int32's largest
+#: value (tag_gridworld's bound before ranges were declared) leaves no increment room to overflow.
 MAX_EPISODE_LENGTH = 2**31 - 2
 
 
