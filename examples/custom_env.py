@@ -10,7 +10,6 @@ terminate once the team has eaten ``food_target`` items (0: never).
 docs/custom_env.md builds this file step by step; examples/custom_env_reference.py is its NumPy spec.
 """
 
-import math
 import sys
 from dataclasses import dataclass
 
@@ -19,33 +18,24 @@ import numpy as np
 
 import gpurl
 from gpurl.envs import KernelEnv, field
+from gpurl.envs.params import ranged
 from gpurl.kernels import device, per_agent, per_env, random_below
 
 
 @dataclass(frozen=True)
 class ForagingParams:
-    num_agents: int = 3
+    num_agents: int = ranged(3, ge=1, le=2**20)
     """Foragers: one group, "forager", sharing one policy."""
-    num_food: int = 3
+    num_food: int = ranged(3, ge=1, le=2**20)
     """Food items on the grid at any time."""
-    grid_size: int = 8
+    grid_size: int = ranged(8, ge=2, le=2**15)
     """L: cells 0..L-1 on each axis; moves wrap around (a torus)."""
-    episode_length: int = 50
+    episode_length: int = ranged(50, ge=1, le=2**30)
     """Steps before truncation."""
-    food_target: int = 0
+    food_target: int = ranged(0, ge=0, le=2**30)
     """The episode terminates once the team has eaten this many items (0: never)."""
-    food_reward: float = 1.0
-    """Every agent's reward per item the team eats."""
-
-    def validate(self):
-        limits = dict(num_agents=(1, 2**20), num_food=(1, 2**20), grid_size=(2, 2**15),
-                      episode_length=(1, 2**30), food_target=(0, 2**30))
-        for name, (low, high) in limits.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"foraging parameter {name} must be an int in [{low}, {high}], got {value!r}")
-        if isinstance(self.food_reward, bool) or not math.isfinite(self.food_reward):
-            raise ValueError(f"foraging parameter food_reward must be a finite number, got {self.food_reward!r}")
+    food_reward: float = ranged(1.0)
+    """Every agent's reward per item the team eats (any finite number)."""
 
 
 @device

@@ -20,7 +20,7 @@ from ..kernels.interop import current_stream, kernel_view, simulator_enabled, ta
 from ..kernels.fields import Field, struct_type
 from ..kernels.program import FIXED_AGENTS
 from ..kernels.targets import freeze_constants
-from . import lifecycle
+from . import lifecycle, memory
 from .params import checked_params
 from .spaces import Group, action_bounds, check_groups
 
@@ -109,6 +109,7 @@ class KernelEnv:
             raise ValueError(f"env_id_offset must be an int >= 0, got {env_id_offset!r}")
         self.env_id_offset = int(env_id_offset)
         self.target = self._choose_target(target)
+        memory.check_env_fits(self)  # a num_envs whose arrays would not fit is refused before any allocation
         self._needs_reset = True
         if self.step_phases:
             self._setup_declared()

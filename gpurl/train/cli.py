@@ -17,6 +17,8 @@ from dataclasses import MISSING, fields
 
 import torch
 
+from ..envs.memory import InsufficientMemory
+from ..envs.params import RANGE, ParameterError
 from .config import PRESETS, TrainConfig, build_config
 from .run import resume_config
 from .threads import read_policy
@@ -60,7 +62,8 @@ def build_parser(description: str = DESCRIPTION, prog: str | None = None) -> arg
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not MISSING else f.default_factory()
-        kw = dict(default=argparse.SUPPRESS, help=f"{f.metadata['help']} (default: {default!r})")
+        allowed = f"; allowed: {f.metadata[RANGE]}" if RANGE in f.metadata else ""
+        kw = dict(default=argparse.SUPPRESS, help=f"{f.metadata['help']} (default: {default!r}{allowed})")
         if f.name == "env_params":
             parser.add_argument("--env-param", dest="env_params", action="append", type=_env_param,
                                 metavar="KEY=VALUE", **kw)
@@ -120,7 +123,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
     from .machine import describe_machine
 
     cfg = config_from_args(argv, prog=prog)
-    result = run(cfg)
+    try:
+        result = run(cfg)
+    except (ParameterError, InsufficientMemory) as err:
+        # An env parameter out of its range, or a num_envs too large for the device: found when the env
+        # or the rollout storage is made, before anything is allocated; a usage error like a bad flag.
+        build_parser(prog=prog).error(str(err))
+        raise  # unreachable: parser.error exits
     if result is None:  # not the main rank: rank 0 prints and writes
         return {}
     machine = describe_machine(torch.device(result["device"]))

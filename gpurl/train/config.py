@@ -11,14 +11,24 @@ from dataclasses import dataclass, field, fields
 from ..algos import ALGORITHMS
 from ..algos.acting import ACTING_BACKENDS
 from ..algos.ppo import LEARNING_BACKENDS
+from ..envs.params import RANGE, check_fields, span
 from ..envs.registry import import_env_module
 from ..envs.tag_continuous.params import TAG_5V1000, TAG_10V100
 from ..envs.tag_gridworld.params import TAG_GRID_4
 from ..multigpu.process_group import DIST_CHOICES
 
 
-def _doc(text: str, **kw):
-    return field(metadata={"help": text}, **kw)
+#: Largest num_envs: the CUDA build launches one block per env, and a grid holds at most 2**31 - 1.
+MAX_NUM_ENVS = 2**31 - 1
+
+
+def _doc(text: str, *, ge=None, gt=None, le=None, lt=None, **kw):
+    """A config field: its help text, its default and, for a number, its allowed range (``ge=1``: >= 1;
+    read by :meth:`TrainConfig.validated` through :func:`~gpurl.envs.params.check_fields`)."""
+    metadata = {"help": text}
+    if (ge, gt, le, lt) != (None, None, None, None):
+        metadata[RANGE] = span(ge=ge, gt=gt, le=le, lt=lt)
+    return field(metadata=metadata, **kw)
 
 
 @dataclass
@@ -32,32 +42,32 @@ class TrainConfig:
                               "module names (examples.custom_env) or .py paths (examples/custom_env.py) "
                               "(CLI: --env-module PATH, repeatable or comma-separated)", default=())
     preset: str | None = _doc("named configuration applied before explicit values (see PRESETS)", default=None)
-    num_envs: int = _doc("parallel envs", default=64)
+    num_envs: int = _doc("parallel envs", default=64, ge=1, le=MAX_NUM_ENVS)
     device: str | None = _doc("'cpu', 'cuda', 'cuda:N', or None for CUDA when usable else CPU", default=None)
-    seed: int = _doc("seeds the envs, the policy init and the action sampling", default=0)
-    iters: int = _doc("training iterations (rollout + update); 0 derives it from total_steps", default=0)
-    total_steps: int = _doc("env steps to train for (num_envs per step) when iters is 0", default=0)
-    rollout_len: int = _doc("steps per env per iteration (T)", default=64)
+    seed: int = _doc("seeds the envs, the policy init and the action sampling", default=0, ge=0, lt=2**64)
+    iters: int = _doc("training iterations (rollout + update); 0 derives it from total_steps", default=0, ge=0)
+    total_steps: int = _doc("env steps to train for (num_envs per step) when iters is 0", default=0, ge=0)
+    rollout_len: int = _doc("steps per env per iteration (T)", default=64, ge=1)
     algo: str = _doc("registered algorithm: 'ppo', or 'a2c' (= one epoch, one minibatch, no clipping)",
                      default="ppo")
-    epochs: int = _doc("passes over each rollout", default=4)
-    minibatches: int = _doc("minibatches per epoch (per group)", default=4)
-    lr: float = _doc("Adam learning rate", default=3e-4)
+    epochs: int = _doc("passes over each rollout", default=4, ge=1)
+    minibatches: int = _doc("minibatches per epoch (per group)", default=4, ge=1)
+    lr: float = _doc("Adam learning rate", default=3e-4, gt=0)
     anneal_lr: bool = _doc("anneal the learning rate linearly to 0 over the run", default=True)
-    gamma: float = _doc("discount", default=0.99)
-    gae_lambda: float = _doc("GAE lambda", default=0.95)
-    clip_coef: float = _doc("PPO ratio clip (0 disables clipping)", default=0.2)
+    gamma: float = _doc("discount", default=0.99, ge=0, le=1)
+    gae_lambda: float = _doc("GAE lambda", default=0.95, ge=0, le=1)
+    clip_coef: float = _doc("PPO ratio clip (0 disables clipping)", default=0.2, ge=0)
     clip_vloss: bool = _doc("clip the value loss around the old values", default=True)
-    vf_coef: float = _doc("value loss weight", default=0.5)
-    ent_coef: float = _doc("entropy bonus weight", default=0.01)
-    max_grad_norm: float = _doc("gradient-norm clip per group (0 disables)", default=0.5)
+    vf_coef: float = _doc("value loss weight", default=0.5, ge=0)
+    ent_coef: float = _doc("entropy bonus weight", default=0.01, ge=0)
+    max_grad_norm: float = _doc("gradient-norm clip per group (0 disables)", default=0.5, ge=0)
     norm_adv: bool = _doc("normalise advantages per minibatch", default=True)
     hidden: tuple = _doc("MLP widths of actor and critic (CLI: 64,64)", default=(64, 64))
     activation: str = _doc("'tanh' or 'relu'", default="tanh")
     norm_obs: bool = _doc("normalise policy inputs by running mean/std (updated between iterations)",
                           default=True)
     frame_stack: int = _doc("observations per policy input (the current one and frame_stack - 1 before it)",
-                            default=1)
+                            default=1, ge=1)
     policy_backend: str = _doc("acting: 'triton' (one fused kernel per group), 'compiled' (torch.compile of the "
                                "torch definition), 'eager' (the torch definition as written), 'auto' (triton on "
                                "CUDA for categorical heads, else compiled)", default="auto")
@@ -67,10 +77,10 @@ class TrainConfig:
     train_groups: tuple = _doc("groups that learn (CLI: tagger,runner); empty = all; others act randomly",
                                default=())
     eval_episodes: int = _doc("episodes measured of a random policy before training and of the trained one "
-                              "after it (same config, own seeds); 0 skips both", default=256)
+                              "after it (same config, own seeds); 0 skips both", default=256, ge=0)
     log_dir: str | None = _doc("where logs, checkpoints and the curve go; None = runs/<env>-<time>", default=None)
-    log_every: int = _doc("iterations between log lines", default=1)
-    checkpoint_every: int = _doc("iterations between checkpoints (0 = only at the end)", default=10)
+    log_every: int = _doc("iterations between log lines", default=1, ge=1)
+    checkpoint_every: int = _doc("iterations between checkpoints (0 = only at the end)", default=10, ge=0)
     resume: str | None = _doc("checkpoint to continue from (its config wins except for iters/total_steps)",
                               default=None)
     profile: bool = _doc("write a torch.profiler trace of a few iterations to log_dir", default=False)
@@ -80,16 +90,16 @@ class TrainConfig:
                               "(gpurl.render; needs matplotlib)", default=False)
     progress: bool | None = _doc("progress bar; None = only on a TTY outside CI", default=None)
     torch_threads: int = _doc("CPU threads of torch and Numba, fixed (0 = the thread policy, GPURL_THREADS: by "
-                              "default as many as the CPUs other processes leave free)", default=0)
+                              "default as many as the CPUs other processes leave free)", default=0, ge=0)
     dist: str = _doc("distribution policy: 'single', 'data_parallel' (env+actor+learner per rank, gradients "
                      "all-reduced), 'central_learner' (env+actor per rank, learner on rank 0), or 'auto' "
                      "(data_parallel under torchrun with several ranks, else single)", default="auto")
     dist_timeout: float = _doc("seconds after which a silent or lost rank stops every other rank with an error",
-                               default=300.0)
+                               default=300.0, gt=0)
     replication_check_every: int = _doc("data_parallel: iterations between checks that every rank holds the "
-                                        "same parameters (0 = never)", default=10)
+                                        "same parameters (0 = never)", default=10, ge=0)
     max_staleness: int = _doc("central_learner: how many updates behind the learner an actor's weights may "
-                              "be (0 = synchronous, trajectories always from the current policy)", default=0)
+                              "be (0 = synchronous, trajectories always from the current policy)", default=0, ge=0)
 
     def validated(self) -> "TrainConfig":
         """A checked copy with derived values filled in; ValueError names the first bad field."""
@@ -100,37 +110,17 @@ class TrainConfig:
         if c.algo not in ALGORITHMS:
             raise ValueError(f"algo must be one of {sorted(ALGORITHMS)}, got {c.algo!r}")
         c = ALGORITHMS[c.algo].adjust_config(c)
-        positive = ["num_envs", "rollout_len", "epochs", "minibatches", "log_every", "frame_stack"]
-        for name in positive:
-            value = getattr(c, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        for name in ["iters", "total_steps", "checkpoint_every", "eval_episodes", "torch_threads", "seed"]:
-            value = getattr(c, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        check_fields(c, "config")  # every number against its declared range, every flag a bool
         if c.iters == 0:
             if c.total_steps == 0:
                 raise ValueError("set iters or total_steps (both are 0)")
             c.iters = max(1, math.ceil(c.total_steps / (c.num_envs * c.rollout_len)))
-        ranges = {"gamma": (0, 1), "gae_lambda": (0, 1), "clip_coef": (0, math.inf), "lr": (0, math.inf),
-                  "vf_coef": (0, math.inf), "ent_coef": (0, math.inf), "max_grad_norm": (0, math.inf)}
-        for name, (lo, hi) in ranges.items():
-            value = getattr(c, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-                raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {value!r}")
-        if c.lr == 0:
-            raise ValueError("lr must be > 0")
         if not c.hidden or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in c.hidden):
             raise ValueError(f"hidden must be widths >= 1, got {c.hidden!r}")
         for name, choices in (("policy_backend", ACTING_BACKENDS), ("learner_backend", LEARNING_BACKENDS),
                               ("dist", DIST_CHOICES)):
             if getattr(c, name) not in choices:
                 raise ValueError(f"{name} must be one of {list(choices)}, got {getattr(c, name)!r}")
-        if c.dist_timeout <= 0:
-            raise ValueError(f"dist_timeout must be > 0 seconds, got {c.dist_timeout}")
-        if c.replication_check_every < 0 or c.max_staleness < 0:
-            raise ValueError("replication_check_every and max_staleness must be >= 0")
         if c.nsys_iters and (len(c.nsys_iters) != 2 or not 0 <= c.nsys_iters[0] < c.nsys_iters[1]):
             raise ValueError(f"nsys_iters must be two iterations first < last (e.g. 2,4), got {c.nsys_iters!r}")
         if c.activation not in ("tanh", "relu"):

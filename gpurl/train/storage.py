@@ -8,13 +8,29 @@ across the iteration boundary.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..algos.base import Field
 from ..envs.base import StepOutputs
+from ..envs.memory import require_memory
 
 #: Buffers every storage has; an algorithm's fields may not reuse these names.
 ENV_FIELDS = ("obs", "starts", "final_obs", "reward", "terminated", "truncated", "actions")
+
+
+def rollout_bytes(steps: int, num_envs: int, num_agents: int, obs_dim: int, action_dims: int,
+                  action_dtype: torch.dtype, history: int, fields: dict[str, Field] | None = None) -> int:
+    """Bytes of every buffer :class:`RolloutStorage` allocates for these sizes (checked before allocating)."""
+    T, E, N, D, H = steps, num_envs, num_agents, obs_dim, history
+    total = (H + T + 1) * E * (N * D * 4 + 1)  # obs float32, starts bool
+    total += T * E * N * D * 4 + T * E * N * 4 + 2 * T * E  # final_obs, reward, terminated + truncated
+    total += T * E * N * action_dims * action_dtype.itemsize
+    for f in (fields or {}).values():
+        rows = E * N if f.per_agent else E
+        total += (T + f.extra_steps) * rows * math.prod(f.shape) * f.dtype.itemsize
+    return total
 
 
 class RolloutStorage:
@@ -33,6 +49,9 @@ class RolloutStorage:
                  action_dtype: torch.dtype, history: int, device: torch.device,
                  fields: dict[str, Field] | None = None):
         T, E, N, D, H = steps, num_envs, num_agents, obs_dim, history
+        needed = rollout_bytes(T, E, N, D, action_dims, action_dtype, H, fields)
+        require_memory(needed, device, f"the rollout storage of num_envs={E} x rollout_len={T} steps "
+                       f"({N} agents, obs {D})", "lower num_envs (--num-envs) or rollout_len (--rollout-len)")
         self.steps, self.history = T, H
         f32 = dict(dtype=torch.float32, device=device)
         flag = dict(dtype=torch.bool, device=device)

@@ -10,6 +10,7 @@ pettingzoo when first used, so this package imports without it. Nothing here run
 from __future__ import annotations
 
 from ..registry import make
+from ._common import without_own_settings
 from .gym_vector import GymVectorEnv, OtherPolicy
 
 __all__ = ["GymVectorEnv", "OtherPolicy", "ParallelEnv", "gym_vector_env", "parallel_env"]
@@ -20,8 +21,11 @@ def gym_vector_env(name: str, num_envs: int, group: str | None = None, *, other_
     """``GymVectorEnv`` over ``gpurl.make(name, num_envs=num_envs, device=device, seed=seed, **params)``.
 
     Its ``num_envs`` is ``num_envs * size of group``; ``other_actions`` drives the other groups (see
-    ``GymVectorEnv``). ``device=None`` picks CUDA when usable, as ``gpurl.make`` does.
+    ``GymVectorEnv``). ``device=None`` picks CUDA when usable, as ``gpurl.make`` does. The env is made
+    with ``autoreset=True``: passing ``autoreset=False`` is a ValueError.
     """
+    params = without_own_settings("gym_vector_env", "Gymnasium's SAME_STEP autoreset", params,
+                                  autoreset=True)
     env = make(name, num_envs=num_envs, device=device, seed=seed, autoreset=True, **params)
     return GymVectorEnv(env, group=group, other_actions=other_actions)
 
@@ -31,8 +35,11 @@ def parallel_env(name: str, *, env_index: int = 0, seed: int = 0, device="cpu", 
     """PettingZoo ``ParallelEnv`` of env ``env_index`` of a ``gpurl.make(name, seed=seed, **params)`` batch.
 
     Built as a one-env batch at global env id ``env_index`` (``env_id_offset``), so its episodes are that
-    batch env's episodes. CPU by default: one env per step is host-bound anyway.
+    batch env's episodes. CPU by default: one env per step is host-bound anyway. The env is made with
+    ``num_envs=1`` and ``autoreset=False``: passing other values for them is a ValueError.
     """
+    params = without_own_settings("parallel_env", "one env; PettingZoo ends the episode and the caller "
+                                  "resets", params, autoreset=False, num_envs=1)
     env = make(name, num_envs=1, device=device, seed=seed, autoreset=False, env_id_offset=env_index, **params)
     return _parallel().ParallelEnv(env, agent_prefixes=agent_prefixes)
 

@@ -75,3 +75,26 @@ def check_random_space(space: gymnasium.Space, group: str) -> None:
     if not is_discrete(space) and not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
         raise ValueError(f"group {group!r} has an unbounded Box action space {space}: uniform random actions "
                          "are undefined, pass other_actions='noop' or a callable")
+
+
+def without_own_settings(adapter: str, why: str, params: dict, **own) -> dict:
+    """``params`` (``make``'s keyword arguments passed through an adapter) without the ones the adapter
+    sets itself (``own``: name -> its value); passing one with another value is a ValueError naming it,
+    where Python would only say "got multiple values for keyword argument". ``why``: the adapter's reason."""
+    params = dict(params)
+    for name, ours in own.items():
+        if name in params:
+            theirs = params.pop(name)
+            # a flag only equals a flag: 1 is not autoreset=True, True is not num_envs=1
+            is_flag = isinstance(theirs, (bool, np.bool_)), isinstance(ours, bool)
+            if is_flag[0] != is_flag[1] or theirs != ours:
+                raise ValueError(f"{adapter} makes its env with {name}={ours!r} ({why}); {name}={theirs!r} "
+                                 f"clashes with it: leave {name} out")
+    return params
+
+
+def check_open(adapter) -> None:
+    """RuntimeError when ``adapter.close()`` has been called: its env is released."""
+    if adapter.closed:
+        raise RuntimeError(f"this {type(adapter).__name__} is closed: close() released its gpurl env; "
+                           "make a new adapter")

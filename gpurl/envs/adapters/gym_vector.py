@@ -10,7 +10,9 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from ._common import check_host_actions, check_random_space, host_copy, is_discrete, observation_space, random_actions
+from ..base import check_seed
+from ._common import (check_host_actions, check_open, check_random_space, host_copy, is_discrete, observation_space,
+                      random_actions)
 
 #: other_actions(group name, obs float32 [num_envs, group size, group obs_dim] on env.device)
 #: -> actions [num_envs, group size, action_dims] (or [num_envs, group size] for Discrete) on env.device.
@@ -96,11 +98,15 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Reset every env; returns ``(obs float32 [num_envs, obs_dim], {})``.
 
-        ``seed`` (one int: gpurl keys all envs of a batch by one seed and their env ids) re-keys the env
-        and the other groups' random actions; a full reset with the same seed repeats a run exactly.
+        ``seed`` (one int in [0, 2**64): gpurl keys all envs of a batch by one seed and their env ids)
+        re-keys the env and the other groups' random actions; a full reset with the same seed repeats a
+        run exactly. After ``close()`` a call is a RuntimeError.
         """
-        if seed is not None and not isinstance(seed, (int, np.integer)):
+        check_open(self)
+        if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))):
             raise ValueError(f"seed must be one int or None (gpurl seeds the whole batch), got {seed!r}")
+        if seed is not None:
+            check_seed(seed)  # [0, 2**64): checked before the generators below are re-seeded
         if options:
             raise ValueError(f"GymVectorEnv.reset takes no options, got {sorted(options)}")
         if seed is not None:
@@ -114,6 +120,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
 
         Returns ``(obs, rewards, terminations, truncations, infos)`` as described in the class docstring.
         """
+        check_open(self)
         env, E, G = self.env, self.env.num_envs, self._group_size
         dims = env.action_dims
         host = check_host_actions(actions, self.single_action_space, self.num_envs, self._name_sub_env)

@@ -8,7 +8,7 @@ import numpy as np
 import pettingzoo
 import torch
 
-from ._common import check_host_actions, host_copy, is_discrete, observation_space
+from ._common import check_host_actions, check_open, host_copy, is_discrete, observation_space
 
 
 def default_prefixes(env) -> dict[str, str]:
@@ -58,6 +58,7 @@ class ParallelEnv(pettingzoo.ParallelEnv):
             raise ValueError(f"agent_prefixes must give every group its own prefix, got {prefixes}")
 
         self.env = env
+        self.closed = False
         self.metadata = {"name": f"gpurl_{type(env).__name__}", "render_modes": [], "is_parallelizable": True}
         self.render_mode = None
         self._rows: dict[str, tuple[int, int]] = {}  # agent -> (gpurl agent index, obs_dim)
@@ -84,11 +85,13 @@ class ParallelEnv(pettingzoo.ParallelEnv):
         return self._action_spaces[self._known(agent)]
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start an episode; ``seed`` re-keys the env (same seed, same episode). ``options`` is ignored.
+        """Start an episode; ``seed`` (an int in [0, 2**64)) re-keys the env (same seed, same episode).
+        ``options`` is ignored.
 
         Returns ``(observations, infos)``, dicts keyed by every agent.
         """
-        obs = self.env.reset(seed=seed)
+        check_open(self)
+        obs = self.env.reset(seed=seed)  # seed: None or an int in [0, 2**64), checked before anything changes
         self.agents = list(self.possible_agents)
         return self._observations(obs, self.agents), {agent: {} for agent in self.agents}
 
@@ -98,6 +101,7 @@ class ParallelEnv(pettingzoo.ParallelEnv):
         Each is a dict keyed by the agents alive before the step; ``agents`` is empty afterwards when the
         episode ended.
         """
+        check_open(self)
         if not self.agents:
             raise RuntimeError("the episode is over (or never started): call reset() before step()")
         if not isinstance(actions, dict):
@@ -126,7 +130,11 @@ class ParallelEnv(pettingzoo.ParallelEnv):
                 {a: {} for a in live})
 
     def close(self):
+        """Release the env (gpurl envs hold no OS resources: dropping the reference frees the buffers);
+        ``reset``/``step`` afterwards are a RuntimeError."""
         self.agents = []
+        self.env = None
+        self.closed = True
 
     # ---- helpers ---------------------------------------------------------------------------------
 

@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-import numpy as np
-
-from ..params import checked_params
+from ..params import MAX_AGENTS, MAX_EPISODE_LENGTH, checked_params, ranged
 
 # ---- world constants (spec "Constants"; mpe2 1.1.1 hard-codes them) ---------------------------------------
 DT = 0.1
@@ -26,13 +24,13 @@ NUM_MOVES = 5
 
 @dataclass(frozen=True)
 class SimpleTagParams:
-    num_adversaries: int = 3
+    num_adversaries: int = ranged(3, ge=1, le=MAX_AGENTS)
     """A >= 1: agents 0..A-1 are adversaries (mpe2's adversary_0..)."""
-    num_good: int = 1
+    num_good: int = ranged(1, ge=1, le=MAX_AGENTS)
     """G >= 1: agents A..A+G-1 are good agents (mpe2's agent_0..)."""
-    num_obstacles: int = 2
+    num_obstacles: int = ranged(2, ge=0, le=MAX_AGENTS)
     """L >= 0 fixed circular obstacles (mpe2's landmarks)."""
-    max_cycles: int = 25
+    max_cycles: int = ranged(25, ge=1, le=MAX_EPISODE_LENGTH)
     """Steps per episode: truncated when timestep >= max_cycles."""
     continuous_actions: bool = False
     """Discrete(5) actions (False) or Box(0, 1, (5,)) (True, clipped into [0, 1])."""
@@ -67,28 +65,15 @@ class SimpleTagParams:
     def action_dims(self) -> int:
         return NUM_MOVES if self.continuous_actions else 1
 
-    def validate(self) -> None:
-        """Raise ValueError naming the first parameter of the wrong type or outside its range."""
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type == "bool":
-                if not isinstance(value, (bool, np.bool_)):
-                    raise ValueError(f"simple_tag parameter {f.name} must be a bool, got {value!r}")
-            elif isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise ValueError(f"simple_tag parameter {f.name} must be an int, got {value!r}")
-        rules = [
-            ("num_adversaries", self.num_adversaries >= 1, ">= 1"),
-            ("num_good", self.num_good >= 1, ">= 1"),
-            ("num_obstacles", self.num_obstacles >= 0, ">= 0"),
-            ("max_cycles", self.max_cycles >= 1, ">= 1"),
-        ]
-        for name, ok, rule in rules:
-            if not ok:
-                raise ValueError(f"simple_tag parameter {name} must be {rule}, got {getattr(self, name)!r}")
-        # Agent ids key the counter RNG as uint32 and obs rows are indexed with int32 on the GPU.
-        if self.num_agents + self.num_obstacles > 2**20:
-            raise ValueError(f"simple_tag supports at most 2**20 agents + obstacles, got "
-                             f"{self.num_agents + self.num_obstacles}")
+    def rules(self) -> list[tuple[str, bool, str]]:
+        """Rules between parameters (:func:`~gpurl.envs.params.check_rules`), after each one's own range."""
+        # Agents and obstacles share the entity index space of the RNG keys and the obs rows.
+        others = self.num_adversaries + self.num_good
+        return [("num_good", others <= MAX_AGENTS,
+                 f"<= {MAX_AGENTS - self.num_adversaries} (2**20 agents in all, "
+                 f"num_adversaries={self.num_adversaries})"),
+                ("num_obstacles", others + self.num_obstacles <= MAX_AGENTS,
+                 f"<= {MAX_AGENTS - others} (2**20 agents + obstacles in all, {others} agents)")]
 
     def replace(self, **changes) -> "SimpleTagParams":
         return SimpleTagParams.from_kwargs(**{**dataclasses.asdict(self), **changes})

@@ -3,58 +3,63 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..params import checked_params
+from ..params import MAX_AGENTS, MAX_EPISODE_LENGTH, checked_params, ranged
+
+#: Most acceleration (or turn) levels. The tables index levels as float32 (exact up to 2**24), but every
+#: level is also one logit of a policy's categorical head and one entry of a table on every device:
+#: 2**16 levels keep both small (a 256 KiB table), far finer than any speed or angle in float32 needs.
+MAX_ACTION_LEVELS = 2**16
 
 
 @dataclass(frozen=True)
 class TagContinuousParams:
-    num_taggers: int = 1
+    num_taggers: int = ranged(1, ge=1, le=MAX_AGENTS)
     """Agents 0..num_taggers-1 are taggers."""
-    num_runners: int = 10
+    num_runners: int = ranged(10, ge=1, le=MAX_AGENTS)
     """Agents num_taggers..N-1 are runners."""
-    grid_length: float = 10.0
+    grid_length: float = ranged(10.0, gt=0)
     """The arena is [0, L] x [0, L]; positions are clipped at the walls (no wrap)."""
-    episode_length: int = 100
+    episode_length: int = ranged(100, ge=1, le=MAX_EPISODE_LENGTH)
     """Steps before truncation."""
-    max_speed: float = 1.0
+    max_speed: float = ranged(1.0, gt=0)
     """Speed cap before the skill multiplier."""
-    skill_level_tagger: float = 1.0
+    skill_level_tagger: float = ranged(1.0, ge=0)
     """Taggers' multiplier of max_speed."""
-    skill_level_runner: float = 1.0
+    skill_level_runner: float = ranged(1.0, ge=0)
     """Runners' multiplier of max_speed."""
-    max_acceleration: float = 1.0
+    max_acceleration: float = ranged(1.0)
     """Largest acceleration action."""
-    min_acceleration: float = -1.0
-    """Smallest acceleration action."""
-    max_turn: float = math.pi / 2
+    min_acceleration: float = ranged(-1.0)
+    """Smallest acceleration action (<= max_acceleration)."""
+    max_turn: float = ranged(math.pi / 2)
     """Largest turn action (radians)."""
-    min_turn: float = -math.pi / 2
-    """Smallest turn action (radians)."""
-    num_acceleration_levels: int = 10
+    min_turn: float = ranged(-math.pi / 2)
+    """Smallest turn action (radians, <= max_turn)."""
+    num_acceleration_levels: int = ranged(10, ge=1, le=MAX_ACTION_LEVELS)
     """Acceleration actions evenly spaced in [min, max] (plus the no-op at index 0)."""
-    num_turn_levels: int = 10
+    num_turn_levels: int = ranged(10, ge=1, le=MAX_ACTION_LEVELS)
     """Turn actions evenly spaced in [min, max] (plus the no-op at index 0)."""
-    edge_hit_penalty: float = 0.0
+    edge_hit_penalty: float = ranged(0.0, le=0)
     """Reward added when an agent hits a wall (<= 0)."""
     use_full_observation: bool = True
     """Observe every other agent (True) or the k nearest alive ones (False)."""
-    num_other_agents_observed: int = 2
-    """k for the partial observation."""
-    tagging_distance: float = 0.01
+    num_other_agents_observed: int = ranged(2, ge=1, le=MAX_AGENTS)
+    """k for the partial observation (at most num_agents)."""
+    tagging_distance: float = ranged(0.01, ge=0, le=1)
     """A runner is tagged when its nearest tagger is closer than tagging_distance * L."""
-    tag_reward_for_tagger: float = 1.0
+    tag_reward_for_tagger: float = ranged(1.0, ge=0)
     """Tagger's reward per runner it tags (>= 0)."""
-    step_penalty_for_tagger: float = 0.0
+    step_penalty_for_tagger: float = ranged(0.0, le=0)
     """Tagger's reward every step it is in the game (<= 0)."""
-    tag_penalty_for_runner: float = -1.0
+    tag_penalty_for_runner: float = ranged(-1.0, le=0)
     """Runner's reward when tagged (<= 0)."""
-    step_reward_for_runner: float = 0.0
+    step_reward_for_runner: float = ranged(0.0, ge=0)
     """Runner's reward every step it is in the game (>= 0)."""
-    end_of_game_reward_for_runner: float = 1.0
+    end_of_game_reward_for_runner: float = ranged(1.0, ge=0)
     """Reward of every runner still in the game at the last step (>= 0)."""
     runner_exits_game_after_tagged: bool = True
     """Tagged runners leave the game (else they run on and can be tagged again)."""
@@ -72,40 +77,17 @@ class TagContinuousParams:
         others = self.num_agents - 1 if self.use_full_observation else self.num_other_agents_observed
         return 7 * others + 1
 
-    def validate(self) -> None:
-        """Raise ValueError naming the first parameter outside its allowed range."""
-        # Types first: the range rules below compare, which a str would turn into a bare TypeError.
-        int_fields = {"num_taggers", "num_runners", "episode_length", "num_acceleration_levels",
-                      "num_turn_levels", "num_other_agents_observed"}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type == "bool" and not isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"tag_continuous parameter {f.name} must be a bool, got {value!r}")
-            if f.name in int_fields and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
-                raise ValueError(f"tag_continuous parameter {f.name} must be an int, got {value!r}")
-            if f.type in ("float",) and (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
-                                         or not math.isfinite(value)):
-                raise ValueError(f"tag_continuous parameter {f.name} must be a finite number, got {value!r}")
-        rules = [
-            ("num_taggers", self.num_taggers >= 1, ">= 1"),
-            ("num_runners", self.num_runners >= 1, ">= 1"),
-            ("grid_length", self.grid_length > 0, "> 0"),
-            ("episode_length", self.episode_length >= 1, ">= 1"),
-            ("num_acceleration_levels", self.num_acceleration_levels >= 1, ">= 1"),
-            ("num_turn_levels", self.num_turn_levels >= 1, ">= 1"),
-            ("edge_hit_penalty", self.edge_hit_penalty <= 0, "<= 0"),
-            ("tagging_distance", 0 <= self.tagging_distance <= 1, "in [0, 1]"),
-            ("tag_reward_for_tagger", self.tag_reward_for_tagger >= 0, ">= 0"),
-            ("step_penalty_for_tagger", self.step_penalty_for_tagger <= 0, "<= 0"),
-            ("tag_penalty_for_runner", self.tag_penalty_for_runner <= 0, "<= 0"),
-            ("step_reward_for_runner", self.step_reward_for_runner >= 0, ">= 0"),
-            ("end_of_game_reward_for_runner", self.end_of_game_reward_for_runner >= 0, ">= 0"),
-            ("num_other_agents_observed", 1 <= self.num_other_agents_observed <= self.num_agents,
+    def rules(self) -> list[tuple[str, bool, str]]:
+        """Rules between parameters (:func:`~gpurl.envs.params.check_rules`), after each one's own range."""
+        return [
+            ("num_runners", self.num_agents <= MAX_AGENTS,
+             f"<= {MAX_AGENTS - self.num_taggers} (2**20 agents in all, num_taggers={self.num_taggers})"),
+            ("min_acceleration", self.min_acceleration <= self.max_acceleration,
+             f"<= max_acceleration={self.max_acceleration!r}"),
+            ("min_turn", self.min_turn <= self.max_turn, f"<= max_turn={self.max_turn!r}"),
+            ("num_other_agents_observed", self.num_other_agents_observed <= self.num_agents,
              f"in [1, num_agents={self.num_agents}]"),
         ]
-        for name, ok, rule in rules:
-            if not ok:
-                raise ValueError(f"tag_continuous parameter {name} must be {rule}, got {getattr(self, name)!r}")
 
     def replace(self, **changes) -> "TagContinuousParams":
         return TagContinuousParams.from_kwargs(**{**dataclasses.asdict(self), **changes})

@@ -1,13 +1,12 @@
-"""Parameters of ``tag_gridworld`` (docs/specs/tag_gridworld.md): defaults, validation, reward table."""
+"""Parameters of ``tag_gridworld`` (docs/specs/tag_gridworld.md): defaults with their ranges, reward table."""
 from __future__ import annotations
 
 import dataclasses
-import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..params import checked_params
+from ..params import MAX_AGENTS, MAX_EPISODE_LENGTH, checked_params, ranged
 
 #: Largest grid_length: cells 0..L must stay exact in float32 (obs x/L) and L+1 must fit int32.
 MAX_GRID_LENGTH = 2**24
@@ -15,19 +14,19 @@ MAX_GRID_LENGTH = 2**24
 
 @dataclass(frozen=True)
 class TagGridworldParams:
-    num_taggers: int = 10
+    num_taggers: int = ranged(10, ge=1, le=MAX_AGENTS - 1)
     """Agents 0..num_taggers-1 are taggers; agent num_taggers is the one runner."""
-    grid_length: int = 10
+    grid_length: int = ranged(10, ge=1, le=MAX_GRID_LENGTH)
     """Integer L: cells 0..L on each axis; moves are clipped to [0, L] (no wrap)."""
-    episode_length: int = 100
+    episode_length: int = ranged(100, ge=1, le=MAX_EPISODE_LENGTH)
     """Steps before truncation."""
-    wall_hit_penalty: float = 0.1
+    wall_hit_penalty: float = ranged(0.1)
     """Subtracted from the reward of an agent whose move was clipped at a wall."""
-    tag_reward_for_tagger: float = 10.0
+    tag_reward_for_tagger: float = ranged(10.0)
     """Every tagger's reward in a step where some tagger is on the runner's cell."""
-    tag_penalty_for_runner: float = 2.0
+    tag_penalty_for_runner: float = ranged(2.0)
     """Subtracted from the runner's reward when it is tagged."""
-    step_cost_for_tagger: float = 0.01
+    step_cost_for_tagger: float = ranged(0.01)
     """Untagged step: subtracted from every tagger's reward and added to the runner's."""
     use_full_observation: bool = True
     """Every agent's position (obs_dim 4(N+1)+1) or own + target position (obs_dim 6)."""
@@ -50,28 +49,6 @@ class TagGridworldParams:
     @property
     def obs_dim(self) -> int:
         return 4 * self.num_agents + 1 if self.use_full_observation else 6
-
-    def validate(self) -> None:
-        """Raise ValueError naming the first parameter outside its allowed range."""
-        # Types first: the range rules below compare, which a str would turn into a bare TypeError.
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type == "bool" and not isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"tag_gridworld parameter {f.name} must be a bool, got {value!r}")
-            if f.type == "int" and (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))):
-                raise ValueError(f"tag_gridworld parameter {f.name} must be an int, got {value!r}")
-            if f.type == "float" and (isinstance(value, (bool, np.bool_))
-                                      or not isinstance(value, (int, float, np.integer, np.floating))
-                                      or not math.isfinite(value)):
-                raise ValueError(f"tag_gridworld parameter {f.name} must be a finite number, got {value!r}")
-        rules = [
-            ("num_taggers", self.num_taggers >= 1, ">= 1"),
-            ("grid_length", 1 <= self.grid_length <= MAX_GRID_LENGTH, f"in [1, {MAX_GRID_LENGTH}]"),
-            ("episode_length", 1 <= self.episode_length < 2**31 - 1, "in [1, 2**31 - 1)"),
-        ]
-        for name, ok, rule in rules:
-            if not ok:
-                raise ValueError(f"tag_gridworld parameter {name} must be {rule}, got {getattr(self, name)!r}")
 
     def replace(self, **changes) -> "TagGridworldParams":
         return TagGridworldParams.from_kwargs(**{**dataclasses.asdict(self), **changes})
