@@ -18,7 +18,7 @@ from dataclasses import MISSING, fields
 import torch
 
 from .config import PRESETS, TrainConfig, build_config
-from .run import resume_config
+from .run import check_work_left, resume_config
 from .threads import read_policy
 
 INT_TUPLES = {"hidden", "nsys_iters"}
@@ -99,7 +99,9 @@ def config_from_args(argv: list[str] | None = None, prog: str | None = None) -> 
         if explicit.get("resume"):
             from .checkpoint import load_checkpoint
 
-            cfg = resume_config(load_checkpoint(explicit["resume"]), explicit)
+            checkpoint = load_checkpoint(explicit["resume"])
+            cfg = resume_config(checkpoint, explicit)
+            check_work_left(checkpoint, cfg)  # a usage error, before any process starts or file is written
         else:
             explicit = machine_default(explicit)
             preset = explicit.pop("preset", None)
@@ -117,26 +119,22 @@ def config_from_args(argv: list[str] | None = None, prog: str | None = None) -> 
 def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
     """Parse, train, print the summary and the RESULT line (main rank); returns the result ({} elsewhere)."""
     from .launch import run
-    from .machine import describe_machine
 
     cfg = config_from_args(argv, prog=prog)
-    result = run(cfg)
+    result = run(cfg)  # prints the run id, log dir, machine and config lines at start
     if result is None:  # not the main rank: rank 0 prints and writes
         return {}
-    machine = describe_machine(torch.device(result["device"]))
-    print(f"machine: {machine}")
-    print("config: " + " ".join(f"{k}={v}" for k, v in cfg.to_dict().items()))
     for key in sorted(k for k in result if k.endswith("_random") and result.get(k) is not None):
         final = result.get(key.removesuffix("_random") + "_final")
         print(f"{key.removesuffix('_random')}: random {result[key]:.3f}, trained "
               + (f"{final:.3f}" if final is not None else "-"))
-    if result.get("tags_per_episode_random"):
+    if result.get("tags_per_episode_random") and result.get("tags_per_episode_final") is not None:
         print(f"tags per episode, trained / random: "
               f"{result['tags_per_episode_final'] / result['tags_per_episode_random']:.2f}x")
     rate = result["agent_steps_per_s"]
     print(f"end-to-end agent-steps/s ({result['device']}): " + (f"{rate:.4g}" if rate is not None else "-")
           + f"; phase seconds: {result['phase_seconds']}")
-    print("RESULT " + json.dumps({**result, "machine": machine}, sort_keys=True))
+    print("RESULT " + json.dumps(result, sort_keys=True))
     sys.stdout.flush()
     return result
 
