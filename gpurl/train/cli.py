@@ -49,9 +49,9 @@ def _env_param(text: str) -> tuple[str, object]:
 
 
 DESCRIPTION = ("Train agent groups with a registered algorithm (PPO by default) on a gpurl env, every step of "
-               "the loop on the device (a GPU when present). Writes metrics.csv, TensorBoard events, "
-               "checkpoint.pt, learning_curve.png and result.json into the log dir and ends with one line "
-               "RESULT {json}.")
+               "the loop on the device (a GPU when present). Writes run.json (at start), metrics.csv, TensorBoard "
+               "events, checkpoint.pt, learning_curve.png and result.json into the log dir, which must be empty or "
+               "hold this run's own files (see --fresh-log-dir), and ends with one line RESULT {json}.")
 
 
 def build_parser(description: str = DESCRIPTION, prog: str | None = None) -> argparse.ArgumentParser:
