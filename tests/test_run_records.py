@@ -122,6 +122,11 @@ def test_a_run_refuses_a_log_dir_of_another_run_unless_asked_for_a_fresh_one(run
     assert "--fresh-log-dir" in str(err.value) and "metrics.csv" in str(err.value)
     with pytest.raises(LogDirTakenError, match=f"holds files of run {id_b}"):  # a fresh run is refused too
         train(tiny_config(run_b), say=quiet)
+    with pytest.raises(SystemExit) as exit_info:  # from the command line: a usage error, no traceback
+        cli_main(["--env", "tag_continuous", *[f"--env-param={k}={v}" for k, v in TINY.items()], "--num-envs", "4",
+                  "--device", "cpu", "--iters", "1", "--eval-episodes", "0", "--log-dir", str(run_b)], prog="gpurl train")
+    assert exit_info.value.code == 2
+    assert f"gpurl train: error: log dir {run_b} holds files of run {id_b}" in capsys.readouterr().err
     assert snapshot(run_b) == b_before
 
     fresh = resume_config(checkpoint, {"iters": 3, "log_dir": str(run_b), "fresh_log_dir": True})

@@ -118,10 +118,16 @@ def config_from_args(argv: list[str] | None = None, prog: str | None = None) -> 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
     """Parse, train, print the summary and the RESULT line (main rank); returns the result ({} elsewhere)."""
+    from .checkpoint import CheckpointError
     from .launch import run
+    from .run_record import LogDirTakenError
 
     cfg = config_from_args(argv, prog=prog)
-    result = run(cfg)  # prints the run id, log dir, machine and config lines at start
+    try:
+        result = run(cfg)  # prints the run id, log dir, machine and config lines at start
+    except (LogDirTakenError, CheckpointError) as err:  # refused before anything was written: a usage error
+        print(f"{prog or 'gpurl train'}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     if result is None:  # not the main rank: rank 0 prints and writes
         return {}
     for key in sorted(k for k in result if k.endswith("_random") and result.get(k) is not None):
