@@ -124,7 +124,8 @@ def test_a_run_refuses_a_log_dir_of_another_run_unless_asked_for_a_fresh_one(run
         train(tiny_config(run_b), say=quiet)
     with pytest.raises(SystemExit) as exit_info:  # from the command line: a usage error, no traceback
         cli_main(["--env", "tag_continuous", *[f"--env-param={k}={v}" for k, v in TINY.items()], "--num-envs", "4",
-                  "--device", "cpu", "--iters", "1", "--eval-episodes", "0", "--log-dir", str(run_b)], prog="gpurl train")
+                  "--device", "cpu", "--iters", "1", "--eval-episodes", "0", "--log-dir", str(run_b)],
+                 prog="gpurl train")
     assert exit_info.value.code == 2
     assert f"gpurl train: error: log dir {run_b} holds files of run {id_b}" in capsys.readouterr().err
     assert snapshot(run_b) == b_before
