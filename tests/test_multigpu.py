@@ -28,7 +28,7 @@ def test_killed_rank_stops_its_peer_with_an_error_naming_it(tmp_path):
     for p in procs:  # drain stdout so a full pipe never blocks a rank
         threading.Thread(target=p.stdout.read, daemon=True).start()
     try:
-        # Rank 0 rewrites metrics.csv after every iteration (its progress lines are every iters/20):
+        # Rank 0 appends a row to metrics.csv after every iteration (its progress lines are every iters/20):
         # kill rank 1 once two iterations are done, mid-run.
         deadline = time.monotonic() + 300
         while completed_iterations(tmp_path / "metrics.csv") < 2:

@@ -35,6 +35,7 @@ def payload() -> dict:
         history_starts=torch.tensor([[True, False], [False, True]]),
         episode_stats={"return/tagger": torch.tensor([1.0, 2.0])},
         extras={"best": 0.5},
+        run_id="20261126-120000-abcdef",
     )
     assert set(p) == set(REQUIRED) - {"format"}
     return p

@@ -59,7 +59,7 @@ def test_resume_from_checkpoint_matches_uninterrupted_run(tmp_path):
     first = Trainer(tiny_config(iters=4, frame_stack=2))
     run_iterations(first, 2)
     path = tmp_path / "ckpt.pt"
-    save_checkpoint(path, {**first.state_dict(), "extras": {}})
+    save_checkpoint(path, {**first.state_dict(), "extras": {}, "run_id": "r1"})
     second = Trainer(tiny_config(iters=4, frame_stack=2))
     second.load_state_dict(load_checkpoint(path))
     losses = run_iterations(second, 2)
@@ -126,7 +126,7 @@ def test_default_backends_are_compiled_and_named(capsys, tmp_path):
 def test_corrupt_checkpoint_gets_a_clear_error(tmp_path):
     trainer = Trainer(tiny_config())
     path = tmp_path / "ckpt.pt"
-    save_checkpoint(path, {**trainer.state_dict(), "extras": {}})
+    save_checkpoint(path, {**trainer.state_dict(), "extras": {}, "run_id": "r1"})
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match="truncated or corrupt"):

@@ -3,7 +3,11 @@
 A checkpoint holds everything a run needs to continue bit-identically on the CPU: the config, the
 iteration and step counters, the algorithm's state (its networks, optimizer and whatever else it
 declares), the generators' states, the env state, the observation history at the front of the rollout
-storage and the episode accumulators.
+storage and the episode accumulators, and the id of the run that wrote it (:mod:`gpurl.train.run_record`).
+
+Every way a file can fail to load is a :class:`CheckpointError` naming the file and the reason: missing,
+truncated or corrupt, not a gpurl checkpoint, another gpurl checkpoint format version, or (checked by
+:func:`check_matches` against the run about to continue it) a different env or algorithm.
 """
 from __future__ import annotations
 
@@ -15,9 +19,10 @@ from pathlib import Path
 
 import torch
 
-FORMAT = "gpurl-checkpoint-v3"  # v3: the algorithm's own state under "algo_state"
+FORMAT_PREFIX = "gpurl-checkpoint-v"
+FORMAT = f"{FORMAT_PREFIX}4"  # v3: the algorithm's own state under "algo_state"; v4: the run's id under "run_id"
 REQUIRED = ("format", "config", "iteration", "env_steps", "algorithm", "algo_state", "generator", "sample_generator",
-            "step_counter", "env_state", "history_obs", "history_starts", "episode_stats", "extras")
+            "step_counter", "env_state", "history_obs", "history_starts", "episode_stats", "extras", "run_id")
 
 
 class CheckpointError(ValueError):
@@ -70,8 +75,31 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
         raise CheckpointError(f"checkpoint {path} is not a gpurl checkpoint ({type(err).__name__}: {err})") from err
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
-        raise CheckpointError(f"checkpoint {path} is not a {FORMAT} file (found {found!r})")
+        if isinstance(found, str) and found.startswith(FORMAT_PREFIX):
+            raise CheckpointError(f"checkpoint {path} has gpurl checkpoint format {found!r}; this gpurl reads "
+                                  f"{FORMAT!r} only (continue it with the gpurl version that wrote it)")
+        raise CheckpointError(f"checkpoint {path} is not a gpurl checkpoint: expected format {FORMAT!r}, "
+                              f"found {found!r}")
     missing = [k for k in REQUIRED if k not in payload]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {missing}")
     return payload
+
+
+def check_matches(checkpoint: dict, path: str | os.PathLike | None, env: str, env_params: dict, algo: str) -> None:
+    """Refuse to continue ``checkpoint`` in a run of another env (name or parameters) or another algorithm.
+
+    CheckpointError names the file (``path``; None: a checkpoint handed over in memory) and the difference.
+    """
+    where = f"checkpoint {path}" if path is not None else "the checkpoint given"
+    saved = checkpoint["config"]
+    if saved.get("env") != env:
+        raise CheckpointError(f"{where} was saved from env {saved.get('env')!r}; this run is env {env!r}")
+    saved_params = saved.get("env_params", {})
+    changed = sorted(k for k in {*saved_params, *env_params} if saved_params.get(k) != env_params.get(k))
+    if changed:
+        detail = ", ".join(f"{k}: {saved_params.get(k, '(unset)')!r} there, {env_params.get(k, '(unset)')!r} here"
+                           for k in changed)
+        raise CheckpointError(f"{where} was saved from a different {env!r} env ({detail})")
+    if checkpoint["algorithm"] != algo or saved.get("algo", checkpoint["algorithm"]) != algo:
+        raise CheckpointError(f"{where} was saved from algorithm {checkpoint['algorithm']!r}; this run is {algo!r}")

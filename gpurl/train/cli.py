@@ -20,7 +20,7 @@ import torch
 from ..envs.memory import InsufficientMemory
 from ..envs.params import RANGE, ParameterError
 from .config import PRESETS, TrainConfig, build_config
-from .run import resume_config
+from .run import check_work_left, resume_config
 from .threads import read_policy
 
 INT_TUPLES = {"hidden", "nsys_iters"}
@@ -51,9 +51,9 @@ def _env_param(text: str) -> tuple[str, object]:
 
 
 DESCRIPTION = ("Train agent groups with a registered algorithm (PPO by default) on a gpurl env, every step of "
-               "the loop on the device (a GPU when present). Writes metrics.csv, TensorBoard events, "
-               "checkpoint.pt, learning_curve.png and result.json into the log dir and ends with one line "
-               "RESULT {json}.")
+               "the loop on the device (a GPU when present). Writes run.json (at start), metrics.csv, TensorBoard "
+               "events, checkpoint.pt, learning_curve.png and result.json into the log dir, which must be empty or "
+               "hold this run's own files (see --fresh-log-dir), and ends with one line RESULT {json}.")
 
 
 def build_parser(description: str = DESCRIPTION, prog: str | None = None) -> argparse.ArgumentParser:
@@ -102,7 +102,9 @@ def config_from_args(argv: list[str] | None = None, prog: str | None = None) -> 
         if explicit.get("resume"):
             from .checkpoint import load_checkpoint
 
-            cfg = resume_config(load_checkpoint(explicit["resume"]), explicit)
+            checkpoint = load_checkpoint(explicit["resume"])
+            cfg = resume_config(checkpoint, explicit)
+            check_work_left(checkpoint, cfg)  # a usage error, before any process starts or file is written
         else:
             explicit = machine_default(explicit)
             preset = explicit.pop("preset", None)
@@ -119,33 +121,32 @@ def config_from_args(argv: list[str] | None = None, prog: str | None = None) -> 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
     """Parse, train, print the summary and the RESULT line (main rank); returns the result ({} elsewhere)."""
+    from .checkpoint import CheckpointError
     from .launch import run
-    from .machine import describe_machine
+    from .run_record import LogDirTakenError
 
     cfg = config_from_args(argv, prog=prog)
     try:
-        result = run(cfg)
-    except (ParameterError, InsufficientMemory) as err:
-        # An env parameter out of its range, or a num_envs too large for the device: found when the env
-        # or the rollout storage is made, before anything is allocated; a usage error like a bad flag.
-        build_parser(prog=prog).error(str(err))
-        raise  # unreachable: parser.error exits
+        result = run(cfg)  # prints the run id, log dir, machine and config lines at start
+    except (ParameterError, InsufficientMemory, LogDirTakenError, CheckpointError) as err:
+        # Found before anything was allocated or written: an env parameter out of its range, a num_envs
+        # too large for the device, another run's log dir, a checkpoint that cannot be continued. A
+        # usage error like a bad flag.
+        print(f"{prog or 'gpurl train'}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     if result is None:  # not the main rank: rank 0 prints and writes
         return {}
-    machine = describe_machine(torch.device(result["device"]))
-    print(f"machine: {machine}")
-    print("config: " + " ".join(f"{k}={v}" for k, v in cfg.to_dict().items()))
     for key in sorted(k for k in result if k.endswith("_random") and result.get(k) is not None):
         final = result.get(key.removesuffix("_random") + "_final")
         print(f"{key.removesuffix('_random')}: random {result[key]:.3f}, trained "
               + (f"{final:.3f}" if final is not None else "-"))
-    if result.get("tags_per_episode_random"):
+    if result.get("tags_per_episode_random") and result.get("tags_per_episode_final") is not None:
         print(f"tags per episode, trained / random: "
               f"{result['tags_per_episode_final'] / result['tags_per_episode_random']:.2f}x")
     rate = result["agent_steps_per_s"]
     print(f"end-to-end agent-steps/s ({result['device']}): " + (f"{rate:.4g}" if rate is not None else "-")
           + f"; phase seconds: {result['phase_seconds']}")
-    print("RESULT " + json.dumps({**result, "machine": machine}, sort_keys=True))
+    print("RESULT " + json.dumps(result, sort_keys=True))
     sys.stdout.flush()
     return result
 

@@ -78,7 +78,10 @@ class TrainConfig:
                                default=())
     eval_episodes: int = _doc("episodes measured of a random policy before training and of the trained one "
                               "after it (same config, own seeds); 0 skips both", default=256, ge=0)
-    log_dir: str | None = _doc("where logs, checkpoints and the curve go; None = runs/<env>-<time>", default=None)
+    log_dir: str | None = _doc("where logs, checkpoints and the curve go; None = runs/<preset or env>-seed<seed>-<run id>",
+                               default=None)
+    fresh_log_dir: bool = _doc("when log_dir holds another run's files, write this run into <log_dir>-<run id> "
+                               "instead of refusing (nothing is deleted)", default=False)
     log_every: int = _doc("iterations between log lines", default=1, ge=1)
     checkpoint_every: int = _doc("iterations between checkpoints (0 = only at the end)", default=10, ge=0)
     resume: str | None = _doc("checkpoint to continue from (its config wins except for iters/total_steps)",

@@ -1,8 +1,12 @@
 """What a run leaves behind: CSV and TensorBoard logs, a progress bar, the learning-curve PNG.
 
-The CSV is rewritten atomically on every log (temp file + rename), so a crash never leaves a torn
-row, and a resumed run keeps the rows up to its checkpoint. TensorBoard, tqdm and matplotlib are
-optional imports (the ``train`` extra): without them the run still writes the CSV and plain progress.
+Each log line is appended to the CSV and flushed, so the cost of a log stays constant over a long run;
+the file is rewritten whole (atomically: temp file + rename) only when a row brings a new column (a
+group's return appears once episodes end: a few times per run) and once when a run resumes, to keep
+the rows up to its checkpoint (later ones are redone; a torn last line left by a kill is dropped).
+TensorBoard purges its events after the checkpoint the same way, so both logs stay in step. Every row
+carries the run's id. TensorBoard, tqdm and matplotlib are optional imports (the ``train`` extra):
+without them the run still writes the CSV and plain progress.
 """
 from __future__ import annotations
 
@@ -25,13 +29,24 @@ def progress_wanted(flag: bool | None) -> bool:
 class RunLog:
     """Per-iteration scalars into ``log_dir/metrics.csv`` and TensorBoard; a progress bar or lines."""
 
-    def __init__(self, log_dir: Path, total_iters: int, start_iter: int, progress: bool, tensorboard: bool = True):
+    def __init__(self, log_dir: Path, total_iters: int, start_iter: int, progress: bool, tensorboard: bool = True,
+                 run_id: str | None = None, start_env_steps: int = 0):
+        """``start_iter`` / ``start_env_steps``: where a resumed run continues (0 for a fresh one)."""
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.log_dir / "metrics.csv"
+        self.run_id = run_id
+        self._columns: list[str] = []
+        self._file = None
+        self._csv = None
         self.rows = self._previous_rows(start_iter)
+        if self.rows:
+            self._rewrite_csv()
         self.total_iters = total_iters
-        self._writer = self._tensorboard() if tensorboard else None
+        # purge_step hides the events a previous process of this run logged after the checkpoint
+        self._writer = self._tensorboard(start_env_steps + 1 if start_iter else None) if tensorboard else None
+        if self._writer is not None and run_id is not None:
+            self._writer.add_text("run_id", run_id, start_env_steps)
         self._bar = None
         self._line_every = max(1, total_iters // 20)
         if progress:
@@ -46,20 +61,32 @@ class RunLog:
         """Rows of a run being resumed, up to its checkpoint (later ones will be redone)."""
         if start_iter == 0 or not self.csv_path.exists():
             return []
-        with open(self.csv_path, newline="") as f:
-            return [row for row in csv.DictReader(f) if int(row["iteration"]) <= start_iter]
+        text = self.csv_path.read_text()
+        if not text.endswith("\n"):  # a line torn by a kill mid-append
+            text = text[:text.rfind("\n") + 1]
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        rows = [row for row in reader if int(row["iteration"]) <= start_iter]
+        self._columns = list(reader.fieldnames or [])
+        return rows
 
-    def _tensorboard(self):
+    def _tensorboard(self, purge_step: int | None):
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
             return None
-        return SummaryWriter(str(self.log_dir))
+        return SummaryWriter(str(self.log_dir), purge_step=purge_step)
 
     def log(self, iteration: int, env_steps: int, scalars: dict[str, float]) -> None:
-        row = {"iteration": iteration, "env_steps": env_steps, **scalars}
+        ids = {"run_id": self.run_id} if self.run_id is not None else {}
+        row = {"iteration": iteration, "env_steps": env_steps, **ids, **scalars}
         self.rows.append(row)
-        self._write_csv()
+        new_columns = [k for k in row if k not in self._columns]
+        if new_columns or self._csv is None:
+            self._columns += new_columns
+            self._rewrite_csv()
+        else:
+            self._csv.writerow(row)
+            self._file.flush()
         if self._writer is not None:
             for key, value in scalars.items():
                 self._writer.add_scalar(key, value, env_steps)
@@ -77,17 +104,22 @@ class RunLog:
         return " ".join(f"{k.split('/')[-1] if k.startswith('return/') else k}={scalars[k]:.3g}"
                         for k in keys if k in scalars)
 
-    def _write_csv(self) -> None:
-        columns: list[str] = []
-        for row in self.rows:
-            columns += [k for k in row if k not in columns]
+    def _rewrite_csv(self) -> None:
+        """All rows under the current header, atomically; then reopen the file for appending."""
+        if self._file is not None:
+            self._file.close()
         text = io.StringIO()
-        writer = csv.DictWriter(text, fieldnames=columns)
+        writer = csv.DictWriter(text, fieldnames=self._columns, restval="")
         writer.writeheader()
         writer.writerows(self.rows)
         atomic_write_bytes(self.csv_path, text.getvalue().encode())
+        self._file = open(self.csv_path, "a", newline="")
+        self._csv = csv.DictWriter(self._file, fieldnames=self._columns, restval="")
 
     def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file, self._csv = None, None
         if self._bar is not None:
             self._bar.close()
         if self._writer is not None:

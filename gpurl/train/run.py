@@ -1,8 +1,10 @@
-"""A whole training run: random baseline, training loop, logs, checkpoints, final measurement, curve.
+"""A whole training run: log dir claimed and run record written, random baseline, training loop, logs,
+checkpoints, final measurement, curve.
 
 ``train(config)`` runs it on the ranks of a placement (:func:`gpurl.train.launch.run` chooses one; that is
 what ``gpurl train`` and ``bench/tag_ppo.py`` call) and returns the run's result dict (the RESULT line's
-payload).
+payload). Everything that can refuse a run (nothing left to do, a checkpoint of another env or
+algorithm, a log dir of another run) refuses it before anything is written.
 """
 from __future__ import annotations
 
@@ -14,11 +16,13 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import atomic_write_bytes, save_checkpoint
+from .checkpoint import CheckpointError, atomic_write_bytes, check_matches, save_checkpoint
 from .config import TrainConfig
 from ..multigpu.placement import Placement
 from ..profiling import ProfilerWindow, nvtx_range
+from .machine import describe_machine
 from .outputs import RunLog, plot_curve, progress_wanted
+from .run_record import claim_log_dir, new_run_id, remove_stale_temp_files, write_run_record
 from .threads import adapt_threads
 from .trainer import Trainer
 
@@ -26,7 +30,7 @@ from .trainer import Trainer
 RESUME_OVERRIDABLE = ("iters", "total_steps", "log_dir", "log_every", "checkpoint_every", "profile", "progress",
                       "resume", "torch_threads", "device", "render_final", "nsys_iters", "dist", "dist_timeout",
                       "replication_check_every", "max_staleness", "env_modules", "policy_backend",
-                      "learner_backend", "cuda_graph")
+                      "learner_backend", "cuda_graph", "fresh_log_dir")
 
 
 def resume_config(checkpoint: dict, overrides: dict) -> TrainConfig:
@@ -37,14 +41,24 @@ def resume_config(checkpoint: dict, overrides: dict) -> TrainConfig:
         raise ValueError(f"--resume continues the saved config; these cannot change: {fixed} "
                          f"(changeable: {list(RESUME_OVERRIDABLE)})")
     changes = dict(overrides)
+    changes.setdefault("fresh_log_dir", False)  # asked for per start, not inherited from the saved run
     if "iters" in changes or "total_steps" in changes:
         changes.setdefault("iters", 0)
         changes.setdefault("total_steps", 0)
     return dataclasses.replace(saved, **changes).validated()
 
 
-def default_log_dir(cfg: TrainConfig) -> Path:
-    return Path("runs") / f"{cfg.preset or cfg.env}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+def check_work_left(checkpoint: dict, cfg: TrainConfig) -> None:
+    """Refuse a resume whose checkpoint is already at (or past) the requested iteration count."""
+    done = int(checkpoint["iteration"])
+    if done >= cfg.iters:
+        where = f"--resume {cfg.resume}" if cfg.resume else "the checkpoint given"
+        raise ValueError(f"{where}: the checkpoint is at iteration {done} and this run asks for iters={cfg.iters}: "
+                         f"nothing left to do, nothing written (pass --iters greater than {done} to train further)")
+
+
+def default_log_dir(cfg: TrainConfig, run_id: str) -> Path:
+    return Path("runs") / f"{cfg.preset or cfg.env}-seed{cfg.seed}-{run_id}"
 
 
 def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement: Placement | None = None) -> dict | None:
@@ -54,23 +68,40 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
     checkpoints and returns the result (the others return None).
     """
     cfg = cfg.validated()
+    if checkpoint is not None:  # refusals first: nothing is built or written yet
+        check_work_left(checkpoint, cfg)
+        check_matches(checkpoint, cfg.resume, cfg.env, cfg.env_params, cfg.algo)
     cfg.import_env_modules()
-    trainer = Trainer(cfg, placement)
-    placement = trainer.placement
+    placement = placement or Placement()
     main = placement.is_main
     if not main:
         say = lambda *args, **kwargs: None  # noqa: E731
+    run_id = str(checkpoint["run_id"]) if checkpoint is not None else new_run_id()
+    log_dir = Path(cfg.log_dir) if cfg.log_dir else default_log_dir(cfg, run_id)
+    if main:
+        log_dir = claim_log_dir(log_dir, run_id, cfg.fresh_log_dir, say)
+    cfg = dataclasses.replace(cfg, log_dir=str(log_dir))
+    say(f"gpurl train: run {run_id}, log_dir={log_dir}" + (f", resuming {cfg.resume}" if checkpoint else ""))
+    trainer = Trainer(cfg, placement)
     extras: dict = {}
     if checkpoint is not None:
-        trainer.load_state_dict(checkpoint)
+        try:
+            trainer.load_state_dict(checkpoint)
+        except ValueError as err:
+            where = f"checkpoint {cfg.resume}" if cfg.resume else "the checkpoint given"
+            raise CheckpointError(f"{where} does not fit this run: {err}") from err
         extras = dict(checkpoint["extras"])
-    log_dir = Path(cfg.log_dir) if cfg.log_dir else default_log_dir(cfg)
-    cfg = trainer.config = dataclasses.replace(trainer.config, log_dir=str(log_dir))
-    say(f"gpurl train: env={cfg.env} preset={cfg.preset} device={trainer.device} num_envs={cfg.num_envs} "
-        f"agents={trainer.env.num_agents} groups={list(trainer.env.groups)} trained={trainer.trained} "
-        f"iters={cfg.iters} (from {trainer.iteration}) rollout_len={cfg.rollout_len} dist={placement.name} "
-        f"world_size={placement.world_size} log_dir={log_dir}")
+    say(f"env={cfg.env} preset={cfg.preset} device={trainer.device} "
+        f"num_envs={cfg.num_envs} agents={trainer.env.num_agents} groups={list(trainer.env.groups)} "
+        f"trained={trainer.trained} iters={cfg.iters} (from {trainer.iteration}) rollout_len={cfg.rollout_len} "
+        f"dist={placement.name} world_size={placement.world_size}")
     say(f"algorithm: {cfg.algo}; {trainer.backends()}")
+    machine = describe_machine(trainer.device)
+    if main:  # the record goes first, so a run that dies in the baseline still leaves one
+        remove_stale_temp_files(log_dir, say)
+        write_run_record(log_dir, run_id, cfg.to_dict(), machine, trainer.iteration)
+    say(f"machine: {machine}")
+    say("config: " + " ".join(f"{k}={v}" for k, v in cfg.to_dict().items()))
 
     if "baseline" not in extras:
         extras["baseline"] = {}
@@ -79,7 +110,8 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
             extras["baseline"] = trainer.evaluate(random=True, min_episodes=cfg.eval_episodes, seed=cfg.seed + 1)
     baseline = extras["baseline"]
 
-    runlog = RunLog(log_dir, cfg.iters, trainer.iteration, progress_wanted(cfg.progress)) if main else None
+    runlog = RunLog(log_dir, cfg.iters, trainer.iteration, progress_wanted(cfg.progress), run_id=run_id,
+                    start_env_steps=trainer.env_steps) if main else None
     phases: dict[str, float] = {}
     train_seconds, train_steps = 0.0, 0
     bytes_start = placement.comm.bytes_sent
@@ -120,7 +152,7 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
                 if last or (cfg.checkpoint_every and trainer.iteration % cfg.checkpoint_every == 0):
                     state = trainer.state_dict()  # collective: every rank sends its envs' state
                     if main:
-                        save_checkpoint(log_dir / "checkpoint.pt", {**state, "extras": extras})
+                        save_checkpoint(log_dir / "checkpoint.pt", {**state, "extras": extras, "run_id": run_id})
     finally:
         if runlog is not None:
             runlog.close()
@@ -138,6 +170,7 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
                        f"{cfg.preset or cfg.env}: {cfg.num_envs} envs x {trainer.env.num_agents} agents, "
                        f"{trainer.device}" + (f" x {placement.world_size} ranks" if placement.world_size > 1 else ""))
     result = _result(cfg, trainer, baseline, final, phases, train_seconds, train_steps, log_dir, curve)
+    result.update(run_id=run_id, machine=machine)
     if cfg.render_final:
         result["final_episode"] = str(_render_final(trainer, log_dir, cfg, say))
     result["comm_bytes_per_iteration"] = comm_bytes / max(1, trainer.iteration - (checkpoint or {}).get("iteration", 0))

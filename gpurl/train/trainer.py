@@ -265,6 +265,7 @@ class Trainer:
             raise ValueError(f"checkpoint holds {saved_envs} envs, this run has num_envs={self.shard.total}")
         if state["algorithm"] != self.config.algo:
             raise ValueError(f"checkpoint was saved by algorithm {state['algorithm']!r}, this run is {self.config.algo!r}")
+        self._check_env_fits(state)
         for name, tensor in state["env_state"].items():
             getattr(self.env.state, name).copy_(tensor[lo:hi])
         s.obs[:H + 1].copy_(state["history_obs"][:, lo:hi])
@@ -281,6 +282,23 @@ class Trainer:
         self.iteration, self.env_steps = int(state["iteration"]), int(state["env_steps"])
         self._weights_changed(self.placement.start(self.algo.weights()))
         self.algo.sync_actors()
+
+    def _check_env_fits(self, state: dict) -> None:
+        """ValueError naming the first env state field or observation shape the checkpoint's env does not
+        share with this one (a different env, or the same env with other sizes), before anything is copied."""
+        fields = {f.name: getattr(self.env.state, f.name) for f in dataclasses.fields(self.env.state)}
+        saved = state["env_state"]
+        if set(saved) != set(fields):
+            raise ValueError(f"its env state has fields {sorted(saved)}, this {self.config.env!r} env has "
+                             f"{sorted(fields)} (a different env)")
+        for name, tensor in fields.items():
+            if tuple(saved[name].shape[1:]) != tuple(tensor.shape[1:]) or saved[name].dtype != tensor.dtype:
+                raise ValueError(f"env state field {name!r} is {list(saved[name].shape[1:])} {saved[name].dtype} per "
+                                 f"env there, {list(tensor.shape[1:])} {tensor.dtype} in this {self.config.env!r} env")
+        obs, saved_obs = self.storage.obs, state["history_obs"]
+        if tuple(saved_obs.shape[2:]) != tuple(obs.shape[2:]):
+            raise ValueError(f"its observations are {list(saved_obs.shape[2:])} per env, this {self.config.env!r} "
+                             f"env's are {list(obs.shape[2:])}")
 
     # ---- reading results (host reads: once per log interval) -------------------------------------
 
