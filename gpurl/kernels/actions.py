@@ -1,0 +1,21 @@
+"""Reading discrete actions safely: an action value as an index that stays inside its table.
+
+``env.step(actions)`` checks the values of the actions only with ``validate=True`` (that check reads
+the device); with ``validate=False`` a value outside its space reaches the kernels. Every discrete action
+a kernel reads goes through :func:`clamp_action`, so such a value selects the nearest valid action
+instead of reading or writing outside an array: the rule of docs/specs/API.md ("Errors"), the same in
+the CPU and CUDA builds (and in CUDA C twins, which write the same two comparisons).
+"""
+from .targets import device
+
+
+@device
+def clamp_action(a, n):
+    """Discrete action value ``a`` (an int) of a space of ``n`` actions, clamped into ``0..n-1``: a
+    negative value acts as 0 and a value >= n as n - 1 (a valid action passes unchanged). Two integer
+    comparisons: free beside any use of the action."""
+    if a < 0:
+        return 0
+    if a >= n:
+        return n - 1
+    return a
