@@ -1,10 +1,12 @@
 """Reading discrete actions safely: an action value as an index that stays inside its table.
 
 ``env.step(actions)`` checks the values of the actions only with ``validate=True`` (that check reads
-the device); with ``validate=False`` a value outside its space reaches the kernels. Every discrete action
-a kernel reads goes through :func:`clamp_action`, so such a value selects the nearest valid action
+the device); with ``validate=False`` a value outside its space reaches the kernels. The built-in envs
+read every discrete action through :func:`clamp_action`, so such a value selects the nearest valid action
 instead of reading or writing outside an array: the rule of docs/specs/API.md ("Errors"), the same in
-the CPU and CUDA builds (and in CUDA C twins, which write the same two comparisons).
+the CPU and CUDA builds (and in CUDA C twins, which write the same two comparisons). A custom env that
+uses an action as an index (a table, a branch per action) reads it the same way:
+``s.table[clamp_action(actions[e, i, 0], s.table.shape[0])]``.
 """
 from .targets import device
 
