@@ -4,7 +4,8 @@ docs/specs/API.md, "Errors": each action value is clamped into 0..n-1 of its dim
 ``gpurl.kernels.clamp_action``, which both builds compile from one source. Here each built-in env's CUDA
 build runs in Numba's simulator twice, once with out-of-range actions and once with the same actions
 clamped on the host: every state field and output must match bit for bit (one build, so no ulp
-differences). The metadata checks (wrong shape) raise for the CUDA target too.
+differences). Box actions (simple_tag) are clipped into [0, 1] with NaN acting as 0 alike. The metadata
+checks (wrong shape) raise for the CUDA target too.
 
 Cost: 2 envs x 4-6 agents x 3 steps per env in the simulator (~1e3 agent-steps/s): a few seconds each; no
 CPU build is compiled.
@@ -61,3 +62,20 @@ def test_cuda_build_clamps_out_of_range_actions(name):
             assert torch.equal(a[k], b[k]), f"step {t}: {k}"
     with pytest.raises(ValueError, match=r"actions must have shape .*got \(2, 3, "):
         raw_env.step(torch.zeros((E, 3, D), dtype=torch.int64))
+
+
+def test_cuda_build_clips_box_actions_nan_as_zero():
+    """simple_tag Box actions: NaN, infinities and huge values step like the host-clipped actions."""
+    raw_env, twin = (gpurl.make("simple_tag", num_envs=E, device="cpu", target="cuda", seed=7, validate=False,
+                                continuous_actions=True, **PARAMS["simple_tag"]) for _ in range(2))
+    raw_env.reset()
+    twin.reset()
+    special = torch.tensor([float("nan"), float("inf"), -float("inf"), 1e30, -1e30, -0.5, 1.5, 0.25])
+    gen = torch.Generator().manual_seed(2)
+    for t in range(3):
+        actions = special[torch.randint(len(special), (E, raw_env.num_agents, 5), generator=gen)]
+        raw_env.step(actions)
+        twin.step(torch.nan_to_num(actions, nan=0.0).clamp(0.0, 1.0))
+        a, b = snapshot(raw_env), snapshot(twin)
+        for k in a:
+            assert torch.equal(a[k], b[k]), f"step {t}: {k}"

@@ -12,7 +12,9 @@ docs/specs/API.md, "Errors"):
   with ``validate=False``, before anything changes;
 - with ``validate=False``, out-of-range discrete actions (int64 and int32 extremes) step exactly like the
   same actions clamped into 0..n-1 of each dimension: every state field and output equal bit for bit;
-- with ``validate=True`` the same actions raise.
+- with ``validate=True`` the same actions raise;
+- simple_tag's Box actions with ``validate=False``: NaN / infinite / huge components step like the same
+  actions clipped into [0, 1] on the host (NaN acting as 0).
 """
 from __future__ import annotations
 
@@ -149,11 +151,41 @@ def check_clamp(name: str) -> None:
     expect(ValueError, lambda: checked.step(out_of_range_actions(checked, torch.int64, gen)), "is out of range")
 
 
+def box_clipped(actions: torch.Tensor) -> torch.Tensor:
+    """simple_tag's Box rule on the host: clip into [0, 1], NaN -> 0."""
+    return torch.nan_to_num(actions, nan=0.0).clamp(0.0, 1.0)
+
+
+def check_box_clip() -> None:
+    """simple_tag with Box actions and validate=False: NaN, infinities and huge values step like the same
+    actions clipped on the host (NaN acting as 0); validate=True rejects NaN."""
+    kw = dict(continuous_actions=True)
+    raw_env, twin = (gpurl.make("simple_tag", num_envs=E, device="cpu", seed=5, validate=False,
+                                **PARAMS["simple_tag"], **kw) for _ in range(2))
+    raw_env.reset()
+    twin.reset()
+    gen = torch.Generator().manual_seed(3)
+    special = torch.tensor([float("nan"), float("inf"), -float("inf"), 1e30, -1e30, -0.5, 1.5, 0.25])
+    for t in range(5):
+        actions = torch.rand((E, raw_env.num_agents, 5), generator=gen)
+        pick = torch.rand(actions.shape, generator=gen) < 0.5
+        actions = torch.where(pick, special[torch.randint(len(special), actions.shape, generator=gen)], actions)
+        raw_env.step(actions)
+        twin.step(box_clipped(actions))
+        assert_same(snapshot(twin), snapshot(raw_env), f"simple_tag Box step {t}")
+        assert not any(np.isnan(v).any() for k, v in snapshot(raw_env).items() if v.dtype.kind == "f")
+    checked = gpurl.make("simple_tag", num_envs=E, device="cpu", seed=5, **PARAMS["simple_tag"], **kw)
+    checked.reset()
+    expect(ValueError, lambda: checked.step(torch.full((E, checked.num_agents, 5), float("nan"))), "is NaN")
+
+
 def main(name: str) -> None:
     torch.set_num_threads(1)
     for validate in (True, False):
         check_metadata(name, validate)
     check_clamp(name)
+    if name == "simple_tag":
+        check_box_clip()
     print(f"PASS {name}")
 
 

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ...kernels import clamp_action, random_uniform
+from ...kernels import clamp_action, clip_action, random_uniform
 from ...kernels.targets import device
 from . import params as P
 
@@ -77,15 +77,16 @@ def simple_tag_adversaries(c):
 def simple_tag_action_force(moves, i, c):
     """(fx, fy) = u * accel of agent i (3.0 adversary, 4.0 good).
 
-    Discrete k -> a unit move; Box a -> clip(a, 0, 1), u = (a2 - a1, a4 - a3). ``moves`` is int or float32
+    Discrete k -> a unit move (k clamped into 0..4); Box a -> clip(a, 0, 1) (NaN -> 0),
+    u = (a2 - a1, a4 - a3). ``moves`` is int or float32
     (the Box branch converts, so that a build for integer actions still computes in float32).
     """
     accel = _ADV_ACCEL if i < simple_tag_adversaries(c) else _GOOD_ACCEL
     if c.continuous != 0:
-        a1 = min(max(f32(moves[i, 1]), _ZERO), _ONE)
-        a2 = min(max(f32(moves[i, 2]), _ZERO), _ONE)
-        a3 = min(max(f32(moves[i, 3]), _ZERO), _ONE)
-        a4 = min(max(f32(moves[i, 4]), _ZERO), _ONE)
+        a1 = clip_action(f32(moves[i, 1]), _ZERO, _ONE)  # NaN (validate=False only) acts as 0
+        a2 = clip_action(f32(moves[i, 2]), _ZERO, _ONE)
+        a3 = clip_action(f32(moves[i, 3]), _ZERO, _ONE)
+        a4 = clip_action(f32(moves[i, 4]), _ZERO, _ONE)
         return (a2 - a1) * accel, (a4 - a3) * accel
     # Branch-free: a learning policy's actions look random to the branch predictor. clamp_action: an
     # unvalidated out-of-range action acts as the nearest valid one (the int conversion is a no-op for the
