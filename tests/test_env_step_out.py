@@ -91,8 +91,9 @@ def _bad(field: str, make_tensor):
 
 BAD_OUT = {
     "obs_shape": (_bad("obs", lambda env, t: torch.zeros(E, env.num_agents, env.obs_dim + 1)), ValueError, "out.obs"),
-    "reward_dtype": (_bad("reward", lambda env, t: t.double()), ValueError, "out.reward"),
-    "terminated_dtype": (_bad("terminated", lambda env, t: t.to(torch.uint8)), ValueError, "out.terminated"),
+    "reward_dtype": (_bad("reward", lambda env, t: t.double()), TypeError, "out.reward must have dtype"),
+    "terminated_dtype": (_bad("terminated", lambda env, t: t.to(torch.uint8)), TypeError,
+                         "out.terminated must have dtype"),
     "final_obs_strided": (_bad("final_obs", lambda env, t: torch.zeros(E, env.obs_dim, env.num_agents).transpose(1, 2)),
                           ValueError, "out.final_obs must be contiguous"),
     "truncated_numpy": (_bad("truncated", lambda env, t: t.numpy()), TypeError, "out.truncated"),

@@ -131,13 +131,14 @@ def test_out_of_range_discrete_action(env, value):
     _rejected(env, ValueError, lambda: env.step(actions), f"actions[2, {T}, 0] = {value}", "[0, 5)")
 
 
-def test_validate_false_skips_the_check_and_unknown_actions_stay_put():
+def test_validate_false_skips_the_check_and_out_of_range_actions_are_clamped():
     env = make_small(num_envs=E, num_taggers=T, grid_length=8, validate=False)
     env.reset()
     before = snapshot(env)
-    actions = torch.full((E, N), 7, dtype=torch.int64)
+    actions = torch.full((E, N), 7, dtype=torch.int64)  # clamped to 4: y - 1 (docs/specs/API.md, "Errors")
     env.step(actions)
     np.testing.assert_array_equal(env.state.x.numpy(), before["x"])
+    np.testing.assert_array_equal(env.state.y.numpy(), np.maximum(before["y"] - 1, 0))
     np.testing.assert_array_equal(env.state.timestep.numpy(), before["timestep"] + 1)
 
 

@@ -41,6 +41,25 @@ def check_seed(seed) -> int:
     return int(seed)
 
 
+#: Global env ids (``env_id_offset + e``) key the counter RNG with 32 bits (:func:`gpurl.kernels.random_u32`):
+#: every id of a batch must be below this, or env ``2**32 + k`` would draw env k's numbers.
+ENV_ID_LIMIT = 2**32
+
+
+def check_env_id_offset(env_id_offset, num_envs: int) -> int:
+    """``env_id_offset`` as an int, after checking that the batch's global env ids
+    ``env_id_offset .. env_id_offset + num_envs - 1`` are all keyed exactly by the RNG (below 2**32)."""
+    highest = ENV_ID_LIMIT - num_envs
+    if isinstance(env_id_offset, bool) or not isinstance(env_id_offset, numbers.Integral):
+        raise TypeError(f"env_id_offset must be an int in [0, {highest}] (2**32 - num_envs), "
+                        f"got {type(env_id_offset).__name__} {env_id_offset!r}")
+    if not 0 <= env_id_offset <= highest:
+        raise ValueError(f"env_id_offset must be in [0, {highest}] (2**32 - num_envs: global env ids "
+                         f"env_id_offset + 0..{num_envs - 1} must stay below 2**32, the ids the counter RNG "
+                         f"keys exactly), got {env_id_offset}")
+    return int(env_id_offset)
+
+
 class StepOutputs(NamedTuple):
     """Where ``env.step(actions, out=...)`` writes: caller-owned tensors, e.g. slot t of a rollout buffer.
 
@@ -105,9 +124,7 @@ class KernelEnv:
         self.seed = check_seed(seed)
         self.autoreset = bool(autoreset)
         self.validate = bool(validate)
-        if isinstance(env_id_offset, bool) or not isinstance(env_id_offset, numbers.Integral) or env_id_offset < 0:
-            raise ValueError(f"env_id_offset must be an int >= 0, got {env_id_offset!r}")
-        self.env_id_offset = int(env_id_offset)
+        self.env_id_offset = check_env_id_offset(env_id_offset, self.num_envs)
         self.target = self._choose_target(target)
         memory.check_env_fits(self)  # a num_envs whose arrays would not fit is refused before any allocation
         self._needs_reset = True
@@ -263,6 +280,10 @@ class KernelEnv:
             for g in groups.values():
                 high[g.agents] = action_bounds(g.action_space)[1]
         self._action_high = torch.as_tensor(high, device=self.device)
+        self._placed = self._action_high.device  # self.device with its index ("cuda" -> "cuda:0"): tensors' own
+        E, N, D = self.num_envs, num_agents, self.action_dims
+        self._action_dtypes = (torch.int32, torch.int64) if self._discrete else (torch.float32,)
+        self._action_shapes = ((E, N, D),) + (((E, N),) if self._discrete and D == 1 else ())
         self._action_high_min = int(high.min()) if high.size else 0
         E, N, D = self.num_envs, num_agents, self.obs_dim
         zeros = lambda *shape, dtype=torch.float32: torch.zeros(shape, dtype=dtype, device=self.device)  # noqa: E731
@@ -310,8 +331,11 @@ class KernelEnv:
         """Advance every env one step. Returns ``(obs, reward, terminated, truncated, info)``.
 
         ``actions``: [num_envs, num_agents, action_dims] int32/int64 (discrete) or float32 (Box) on
-        ``env.device``. With ``validate=True`` the values are range-checked before anything changes;
-        on CUDA that check reads one flag back to the host, so training loops pass ``validate=False``.
+        ``env.device``. Their type, dtype, shape, device and layout (and those of ``out``) are checked on
+        every call: host metadata, no synchronisation. With ``validate=True`` the values are range-checked
+        too, before anything changes; on CUDA that check reads one flag back to the host, so training
+        loops pass ``validate=False``: then an out-of-range discrete action acts as the nearest valid one
+        (clamped into ``0..n-1``, :func:`gpurl.kernels.clamp_action`; docs/specs/API.md, "Errors").
 
         ``out``: the kernels write this step's results straight into these tensors instead of the env's
         own buffers (a trainer passes slot t of its rollout storage: no copy per step), and the returned
@@ -319,14 +343,21 @@ class KernelEnv:
         """
         if self._needs_reset:
             raise RuntimeError("call env.reset() before the first env.step()")
-        actions = self._check_actions(actions) if self.validate else self._as_action_tensor(actions)
-        if out is not None and self.validate:
+        actions = self._action_tensor(actions)
+        if out is not None:
             self._check_outputs(out)
+        if self.validate:
+            self._check_action_values(actions)
         self._launch_step(actions, out)
         if out is None:
             return self.obs, self.reward, self.terminated, self.truncated, self._info
         return out.obs, out.reward, out.terminated, out.truncated, ({"final_obs": out.final_obs}
                                                                     if self.autoreset else {})
+
+    # ---- checks ----------------------------------------------------------------------------------
+    # Shape, dtype, device and layout are host metadata: checked on every call whatever ``validate`` says
+    # (a wrong shape would make a kernel read or write outside an array). Only the value checks, which read
+    # the device, are ``validate=True``'s.
 
     def _check_outputs(self, out) -> None:
         if not isinstance(out, StepOutputs):
@@ -336,49 +367,32 @@ class KernelEnv:
                                terminated=((E,), torch.bool), truncated=((E,), torch.bool),
                                final_obs=((E, N, D), torch.float32))
         for name, tensor, (shape, dtype) in zip(StepOutputs._fields, out, expected):
-            if not isinstance(tensor, torch.Tensor):
-                raise TypeError(f"out.{name} must be a torch.Tensor, got {type(tensor).__name__}")
-            if tuple(tensor.shape) != shape or tensor.dtype != dtype:
-                raise ValueError(f"out.{name} must be {dtype} of shape {shape}, "
-                                 f"got {tensor.dtype} of shape {tuple(tensor.shape)}")
-            if tensor.device != self.device:
-                raise ValueError(f"out.{name} must be on {self.device}, got {tensor.device}")
-            if not tensor.is_contiguous():
-                raise ValueError(f"out.{name} must be contiguous (kernels write it in place)")
-
-    # ---- checks ----------------------------------------------------------------------------------
+            check_buffer(tensor, f"out.{name}", shape, (dtype,), self.device, self._placed, in_place=True)
 
     def _check_mask(self, mask) -> torch.Tensor:
-        if not isinstance(mask, torch.Tensor):
-            raise TypeError(f"mask must be a torch.Tensor of bool [{self.num_envs}], got {type(mask).__name__}")
-        if mask.dtype != torch.bool:
-            raise TypeError(f"mask must have dtype torch.bool, got {mask.dtype}")
-        if tuple(mask.shape) != (self.num_envs,):
-            raise ValueError(f"mask must have shape ({self.num_envs},), got {tuple(mask.shape)}")
-        if mask.device != self.device:
-            raise ValueError(f"mask must be on {self.device}, got {mask.device}")
+        check_buffer(mask, "mask", (self.num_envs,), (torch.bool,), self.device, self._placed)
         return mask.contiguous()
 
-    def _as_action_tensor(self, actions: torch.Tensor) -> torch.Tensor:
-        if actions.dim() == 2 and self.action_dims == 1:
+    def _action_tensor(self, actions) -> torch.Tensor:
+        """``actions`` as the kernels read them ([E, N, D], contiguous), after the metadata checks."""
+        if (not isinstance(actions, torch.Tensor) or actions.dtype not in self._action_dtypes
+                or actions.shape not in self._action_shapes or actions.device != self._placed
+                or actions.layout != torch.strided):
+            self._raise_bad_actions(actions)
+        if actions.dim() == 2:
             actions = actions.unsqueeze(-1)
         return actions if actions.is_contiguous() else actions.contiguous()
 
-    def _check_actions(self, actions) -> torch.Tensor:
-        E, N, D = self.num_envs, self.num_agents, self.action_dims
-        if not isinstance(actions, torch.Tensor):
-            raise TypeError(f"actions must be a torch.Tensor, got {type(actions).__name__}")
-        if actions.device != self.device:
-            raise ValueError(f"actions must be on {self.device}, got {actions.device}")
-        allowed = (torch.int32, torch.int64) if self._discrete else (torch.float32,)
-        if actions.dtype not in allowed:
-            raise TypeError(f"actions must have dtype {' or '.join(map(str, allowed))}, got {actions.dtype}")
-        shapes = [(E, N, D)] + ([(E, N)] if self._discrete and D == 1 else [])
-        if tuple(actions.shape) not in shapes:
-            expected = " or ".join(str(s) for s in shapes)
-            raise ValueError(f"actions must have shape {expected} [num_envs, num_agents, action_dims], "
-                             f"got {tuple(actions.shape)}")
-        actions = self._as_action_tensor(actions)
+    def _raise_bad_actions(self, actions) -> None:
+        shapes = " or ".join(str(tuple(s)) for s in self._action_shapes)
+        check_buffer(actions, "actions", self._action_shapes[0], self._action_dtypes, self.device, self._placed,
+                     shapes=self._action_shapes,
+                     shape_text=f"{shapes} [num_envs, num_agents, action_dims]")
+        raise AssertionError("unreachable: check_buffer accepted actions that _action_tensor rejected")
+
+    def _check_action_values(self, actions: torch.Tensor) -> None:
+        """``validate=True``: every discrete action inside its space (one device read), then the env's
+        :meth:`check_actions`."""
         # One reduction for the usual case, every action inside the smallest bound (far cheaper than the
         # per-agent comparison); that comparison only when it fails, to name the first bad action.
         if self._discrete and not self._inside_smallest_bound(actions):
@@ -388,12 +402,34 @@ class KernelEnv:
                 raise ValueError(f"actions[{e}, {i}, {d}] = {int(actions[e, i, d])} is out of range "
                                  f"[0, {int(self._action_high[i, d])}) for agent {i}")
         self.check_actions(actions)
-        return actions
 
     def _inside_smallest_bound(self, actions: torch.Tensor) -> bool:
         lo, hi = torch.stack(torch.aminmax(actions)).tolist()  # host-ok: validate=True, one read
         return lo >= 0 and hi < self._action_high_min
 
+
+
+def check_buffer(tensor, name: str, shape: tuple, dtypes: tuple, device: torch.device, placed: torch.device, *,
+                 in_place: bool = False, shapes: tuple | None = None, shape_text: str | None = None) -> None:
+    """Raise TypeError/ValueError naming ``name``, the expected and the received type, dtype, shape, device
+    or layout, unless ``tensor`` is a strided torch tensor of one of ``dtypes``, of shape ``shape`` (or one
+    of ``shapes``), on ``placed`` (``device`` as the message says it), and contiguous when the kernels write
+    it ``in_place``. Host metadata only: no device read."""
+    dtype_text = " or ".join(str(d) for d in dtypes)
+    shape_text = shape_text or str(tuple(shape))
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor ({dtype_text} {shape_text} on {device}), "
+                        f"got {type(tensor).__name__}")
+    if tensor.dtype not in dtypes:
+        raise TypeError(f"{name} must have dtype {dtype_text}, got {tensor.dtype}")
+    if tuple(tensor.shape) not in (shapes or (tuple(shape),)):
+        raise ValueError(f"{name} must have shape {shape_text}, got {tuple(tensor.shape)}")
+    if tensor.device != placed:
+        raise ValueError(f"{name} must be on {device}, got {tensor.device}")
+    if tensor.layout != torch.strided:
+        raise ValueError(f"{name} must be a dense (strided) tensor, got layout {tensor.layout}")
+    if in_place and not tensor.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (kernels write it in place), got strides {tensor.stride()}")
 
 
 def _check_constant_types(constants: dict, env_name: str) -> None:
@@ -410,9 +446,29 @@ def _state_dataclass(cls) -> type:
     """``env.state``'s class for ``cls``: its declared state fields, then ``episode``, as torch tensors."""
     if "_state_class" not in cls.__dict__:
         names = [*cls.state, "episode"]
-        cls._state_class = dataclasses.make_dataclass(f"{cls.__name__}State", [(n, torch.Tensor) for n in names])
+        cls._state_class = dataclasses.make_dataclass(f"{cls.__name__}State", [(n, torch.Tensor) for n in names],
+                                                      namespace={"__setattr__": _set_state_field})
         cls._state_class.__doc__ = (f"{cls.__name__}'s state, tensors on env.device [num_envs, ...]: write in place "
-                                    "to inject a state (then env.step). episode: episodes started since the seed "
-                                    "was set (keys the reset draws).")
+                                    "to inject a state (then env.step); assigning a tensor to a field copies its "
+                                    "values in (same shape, dtype and device). episode: episodes started since "
+                                    "the seed was set (keys the reset draws).")
     return cls._state_class
+
+
+def _set_state_field(state, name: str, value) -> None:
+    """``env.state.<name> = value``: the kernels keep their views of the env's own tensors, so a new tensor
+    cannot replace a field; its values are copied into the field instead, after the field's metadata checks
+    (shape, dtype, device, layout: ValueError/TypeError before anything changes). The first assignment of
+    each field (the dataclass's ``__init__``) binds it; any other name is an AttributeError."""
+    fields = type(state).__dataclass_fields__
+    if name not in fields:
+        raise AttributeError(f"{type(state).__name__} has no field {name!r} (fields: {', '.join(fields)})")
+    current = state.__dict__.get(name)
+    if current is None:
+        object.__setattr__(state, name, value)
+        return
+    check_buffer(value, f"env.state.{name}", tuple(current.shape), (current.dtype,), current.device, current.device)
+    if value is not current:
+        current.copy_(value.clone() if value.untyped_storage().data_ptr() == current.untyped_storage().data_ptr()
+                      else value)
 

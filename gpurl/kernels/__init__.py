@@ -2,6 +2,8 @@
 
 - :func:`device` marks helpers; :func:`per_agent` / :func:`per_env` make phases; :class:`EnvKernel`
   compiles a list of phases for ``"cpu"`` (Numba, parallel over envs) or ``"cuda"`` (numba-cuda).
+- :func:`clamp_action` / :func:`clip_action`: a discrete action value read as an index, clamped into its
+  space; a Box component clipped into its bounds (NaN: the lower one).
 - Counter-based RNG (:func:`random_uniform`, ...), float32 math with one meaning everywhere
   (:func:`cos32`, :func:`sin32`), k nearest neighbours (:func:`k_nearest`), per-lane scratch
   (:func:`lane`), torch zero-copy views (:mod:`.interop`).
@@ -13,6 +15,7 @@
 
 Importing this package compiles nothing; builds happen on first launch.
 """
+from .actions import clamp_action, clip_action
 from .errors import (KernelAllocationError, KernelFloat64Error, KernelHelperError, KernelIndexError,
                      KernelSignatureError, KernelTypingError)
 from .math32 import cos32, fmod32, sin32
@@ -24,7 +27,7 @@ from .targets import DeviceFunction, device, freeze_constants
 
 __all__ = [
     "DeviceFunction", "EnvKernel", "KernelAllocationError", "KernelFloat64Error", "KernelHelperError",
-    "KernelIndexError", "KernelSignatureError", "KernelTypingError", "Phase", "block_size", "cos32",
+    "KernelIndexError", "KernelSignatureError", "KernelTypingError", "Phase", "block_size", "clamp_action", "clip_action", "cos32",
     "count_within", "device", "fmod32", "freeze_constants", "k_nearest", "lane", "mix64", "num_lanes",
     "pair_distance", "per_agent", "per_env", "random_below", "random_u32", "random_uniform", "sin32",
 ]

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ...kernels import random_uniform
+from ...kernels import clamp_action, clip_action, random_uniform
 from ...kernels.targets import device
 from . import params as P
 
@@ -39,6 +39,7 @@ _CATCH2 = f32(_AG * _AG)  # 0.125^2 = 0.015625, exact
 # squared distances: the far pairs cost a compare, no sqrt and no branch on the agents' kinds.
 _REACH2_AGENTS = f32((_AA + 40 * P.CONTACT_MARGIN) ** 2)
 _REACH2_OBSTACLE = f32((_AO + 40 * P.CONTACT_MARGIN) ** 2)
+_NUM_MOVES = P.NUM_MOVES  # Discrete(5): stay, -x, +x, -y, +y
 _DEEP_OVERLAP = f32(16.0)  # softplus(z) == z in float32 from here on (see simple_tag_contact_scale)
 _U0, _U1, _U2, _U3 = np.uint64(0), np.uint64(1), np.uint64(2), np.uint64(3)
 _CATCH = f32(P.CATCH_REWARD)
@@ -76,18 +77,21 @@ def simple_tag_adversaries(c):
 def simple_tag_action_force(moves, i, c):
     """(fx, fy) = u * accel of agent i (3.0 adversary, 4.0 good).
 
-    Discrete k -> a unit move; Box a -> clip(a, 0, 1), u = (a2 - a1, a4 - a3). ``moves`` is int or float32
+    Discrete k -> a unit move (k clamped into 0..4); Box a -> clip(a, 0, 1) (NaN -> 0),
+    u = (a2 - a1, a4 - a3). ``moves`` is int or float32
     (the Box branch converts, so that a build for integer actions still computes in float32).
     """
     accel = _ADV_ACCEL if i < simple_tag_adversaries(c) else _GOOD_ACCEL
     if c.continuous != 0:
-        a1 = min(max(f32(moves[i, 1]), _ZERO), _ONE)
-        a2 = min(max(f32(moves[i, 2]), _ZERO), _ONE)
-        a3 = min(max(f32(moves[i, 3]), _ZERO), _ONE)
-        a4 = min(max(f32(moves[i, 4]), _ZERO), _ONE)
+        a1 = clip_action(f32(moves[i, 1]), _ZERO, _ONE)  # NaN (validate=False only) acts as 0
+        a2 = clip_action(f32(moves[i, 2]), _ZERO, _ONE)
+        a3 = clip_action(f32(moves[i, 3]), _ZERO, _ONE)
+        a4 = clip_action(f32(moves[i, 4]), _ZERO, _ONE)
         return (a2 - a1) * accel, (a4 - a3) * accel
-    # Branch-free: a learning policy's actions look random to the branch predictor.
-    k = moves[i, 0]
+    # Branch-free: a learning policy's actions look random to the branch predictor. clamp_action: an
+    # unvalidated out-of-range action acts as the nearest valid one (the int conversion is a no-op for the
+    # int builds; Box builds compile this branch but never run it).
+    k = clamp_action(np.int64(moves[i, 0]), _NUM_MOVES)
     return (f32(k == 2) - f32(k == 1)) * accel, (f32(k == 4) - f32(k == 3)) * accel
 
 

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ...kernels import (cos32, fmod32, k_nearest, lane, pair_distance, per_agent, per_env, random_below,
+from ...kernels import (clamp_action, cos32, fmod32, k_nearest, lane, pair_distance, per_agent, per_env, random_below,
                         random_uniform, sin32)
 from ...kernels.targets import device
 
@@ -111,8 +111,10 @@ def tag_move(e, i, s, c, actions):
     alive = np.float32(s.alive[e, i])
     is_tagger = i < c.num_taggers
     vmax = c.vmax_tagger if is_tagger else c.vmax_runner
-    acceleration = s.acceleration[e, i] + s.acc_table[actions[e, i, 0]]
-    direction = fmod32(s.direction[e, i] + s.turn_table[actions[e, i, 1]], _TWO_PI) * alive
+    # clamp_action: an unvalidated out-of-range action picks the nearest table entry, never reads past it
+    acceleration = s.acceleration[e, i] + s.acc_table[clamp_action(actions[e, i, 0], s.acc_table.shape[0])]
+    turn = s.turn_table[clamp_action(actions[e, i, 1], s.turn_table.shape[0])]
+    direction = fmod32(s.direction[e, i] + turn, _TWO_PI) * alive
     if direction < _ZERO:
         direction += _TWO_PI
     speed = min(max(s.speed[e, i] + acceleration, _ZERO), vmax) * alive

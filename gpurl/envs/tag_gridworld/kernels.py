@@ -11,12 +11,13 @@ with the toolkit's episode phases (gpurl.envs.lifecycle) written out.
 """
 import numpy as np
 
-from ...kernels import per_agent, per_env, random_below
+from ...kernels import clamp_action, per_agent, per_env, random_below
 from ...kernels.targets import device
 
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 _STREAM_X, _STREAM_Y = 0, 1
+NUM_MOVES = 5  # stay, +x, -x, +y, -y
 
 # ---- shared device functions -----------------------------------------------------------------------
 
@@ -77,10 +78,10 @@ def grid_observe(e, i, s, c, obs):
 
 def grid_move(e, i, s, c, actions):
     """Spec step 1 for agent i: move by its action, clip each coordinate to [0, L], note a wall hit."""
-    a = actions[e, i, 0]
+    # An out-of-range action (only reachable with validate=False) is clamped into 0..4 (docs/specs/API.md).
+    a = clamp_action(actions[e, i, 0], NUM_MOVES)
     x = s.x[e, i]
     y = s.y[e, i]
-    # Unknown actions (only reachable with validate=False) stay put rather than index anything.
     if a == 1:
         x += 1
     elif a == 2:

@@ -44,6 +44,7 @@ struct Grid {
 };
 
 enum { STREAM_X = 0, STREAM_Y = 1 };
+enum { NUM_MOVES = 5 };             // stay, +x, -x, +y, -y (kernels.py NUM_MOVES)
 enum { STEP = 0, RESET = 1 };        // gpurl.envs.lifecycle
 enum { RUNNING = 0, ENDED = 1 };
 
@@ -125,10 +126,12 @@ __device__ __forceinline__ bool grid_stepping(const Grid& g, int e) {
 // Spec step 1 for agent i: move by its action, clip each coordinate to [0, L], note a wall hit.
 __device__ void grid_move(const Grid& g, int e, int i) {
     const long long k = grid_at(g, e, i);
-    const long long a = grid_action(g, k);
+    // An out-of-range action (only reachable with validate=False) is clamped into 0..4, as the Numba
+    // source's clamp_action does (docs/specs/API.md).
+    const long long raw = grid_action(g, k);
+    const long long a = raw < 0 ? 0 : (raw >= NUM_MOVES ? NUM_MOVES - 1 : raw);
     int x = g.x[k];
     int y = g.y[k];
-    // Unknown actions (only reachable with validate=False) stay put rather than index anything.
     if (a == 1) x += 1;
     else if (a == 2) x -= 1;
     else if (a == 3) y += 1;
