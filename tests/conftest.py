@@ -35,6 +35,12 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def pytest_addoption(parser):
+    parser.addoption("--property-examples", type=int, default=None,
+                     help="tests/test_property_inputs.py: action cases drawn per env and validation mode "
+                          "(default: the CI's bounded count)")
+
+
 def pytest_configure(config):
     import torch
 

@@ -1,5 +1,6 @@
 """Built-in envs, the registry and the env API."""
 from .base import KernelEnv, StepOutputs
+from .params import ParameterError, ranged
 from ..kernels.fields import Field, field
 from .registry import import_env_module, make, register, registered, resolve_device
 from .spaces import Group
@@ -22,5 +23,5 @@ def _tag_gridworld(**kwargs):
 
 register("tag_gridworld", _tag_gridworld)
 
-__all__ = ["Field", "Group", "KernelEnv", "field", "StepOutputs", "TagContinuous", "TagGridworld", "import_env_module", "make",
+__all__ = ["Field", "Group", "KernelEnv", "ParameterError", "field", "ranged", "StepOutputs", "TagContinuous", "TagGridworld", "import_env_module", "make",
            "register", "registered", "resolve_device"]
