@@ -195,87 +195,71 @@ def param_cases(draw, params_type):
     return {f.name: value_around(draw, kind, declared_range(f), f.default)}
 
 
+def tried(tally: collections.Counter, case, env=None, what: str = "") -> None:
+    """Run ``case()``: it runs, or raises a gpurl error that leaves ``env`` (when given) unchanged.
+    Counts the outcome in ``tally``; any other exception propagates (Hypothesis reports the case)."""
+    before = state_snapshot(env) if env is not None else None
+    tally["drawn"] += 1
+    try:
+        case()
+        tally["ran"] += 1
+    except GPURL_ERRORS as err:
+        tally[f"raised {type(err).__name__}"] += 1
+        if env is not None:
+            assert_unchanged(env, before, what)
+
+
+def search(strategy, examples: int, seed_value: int):
+    """Decorator: run the decorated check on ``examples`` draws of ``strategy``, from ``seed_value``."""
+    def run(check):
+        @seed(seed_value)
+        @settings(max_examples=max(1, examples), deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(strategy)
+        def each(drawn):
+            check(drawn)
+
+        each()
+        return check
+    return run
+
+
 def run_env_cases(name: str, validate: bool, examples: int, seed_value: int) -> None:
     env = small_env(name, validate)
     env.reset()
     mode = "validate on" if validate else "validate off"
-    tally = counts[f"{mode}: {name} actions"]
 
-    @seed(seed_value)
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck))
-    @given(case=action_cases(env), out=output_cases(env))
-    def step_case(case, out):
-        what, actions = case
-        before = state_snapshot(env)
-        tally["drawn"] += 1
-        try:
-            env.step(actions, out=out)
-            tally["ran"] += 1
-        except GPURL_ERRORS as err:
-            tally[f"raised {type(err).__name__}"] += 1
-            assert_unchanged(env, before, f"{name}.step({what}, out={'given' if out else None})")
+    @search(st.tuples(action_cases(env), output_cases(env)), examples, seed_value)
+    def step_case(drawn):
+        (what, actions), out = drawn
+        tried(counts[f"{mode}: {name} actions"], lambda: env.step(actions, out=out), env,
+              f"{name}.step({what}, out={'given' if out else None})")
 
-    step_case()
-
-    masks = counts[f"{mode}: {name} masks"]
-
-    @seed(seed_value + 1)
-    @settings(max_examples=max(1, examples // 4), deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(mask=mask_cases())
+    @search(mask_cases(), examples // 4, seed_value + 1)
     def reset_case(mask):
-        before = state_snapshot(env)
-        masks["drawn"] += 1
-        try:
-            env.reset(mask=mask)
-            masks["ran"] += 1
-        except GPURL_ERRORS as err:
-            masks[f"raised {type(err).__name__}"] += 1
-            assert_unchanged(env, before, f"{name}.reset(mask={mask.dtype} {tuple(mask.shape)})")
+        tried(counts[f"{mode}: {name} masks"], lambda: env.reset(mask=mask), env,
+              f"{name}.reset(mask={mask.dtype} {tuple(mask.shape)})")
 
-    reset_case()
-
-    params = counts[f"{mode}: {name} params"]
-
-    @seed(seed_value + 2)
-    @settings(max_examples=max(1, examples // 2), deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(kwargs=param_cases(env.params_type))
-    def param_case(kwargs):
-        params["drawn"] += 1
-        try:
-            made = small_env(name, validate, **kwargs)
-        except GPURL_ERRORS as err:
-            params[f"raised {type(err).__name__}"] += 1
-            return
+    def make_and_step(kwargs):
+        made = small_env(name, validate, **kwargs)
         # Made: it must also reset and step (small worlds only: a huge valid world is slow, not wrong).
         if made.num_agents <= 64 and made.obs_dim <= 4096:
             made.reset()
             made.step(valid_actions(made, torch.Generator().manual_seed(0)))
-        params["ran"] += 1
 
-    param_case()
+    @search(param_cases(env.params_type), examples // 2, seed_value + 2)
+    def param_case(kwargs):
+        tried(counts[f"{mode}: {name} params"], lambda: make_and_step(kwargs))
 
 
 def run_config_cases(examples: int, seed_value: int) -> None:
     from gpurl.train.config import TrainConfig
 
-    BASE_CONFIG = TrainConfig(iters=1)  # a runnable config; each case changes one field of it
-    tally = counts["config"]
+    base = TrainConfig(iters=1)  # a runnable config; each case changes one field of it
 
-    @seed(seed_value + 3)
-    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(kwargs=param_cases(TrainConfig))
+    @search(param_cases(TrainConfig), examples, seed_value + 3)
     def config_case(kwargs):
-        tally["drawn"] += 1
-        try:
-            dataclasses.replace(BASE_CONFIG, **kwargs).validated()
-            tally["ran"] += 1
-        except GPURL_ERRORS as err:
-            tally[f"raised {type(err).__name__}"] += 1
-
-    config_case()
+        tried(counts["config"], lambda: dataclasses.replace(base, **kwargs).validated())
 
 
 def main() -> int:
