@@ -48,6 +48,17 @@ def pytest_configure(config):
     torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Every test starts with one torch thread: a test that runs an entry point applies the thread policy
+    (gpurl.train.threads), which may leave two, and torch's reductions then sum in another order (a
+    learning check's margin moved from 1.9x to 1.4x that way)."""
+    import torch
+
+    torch.set_num_threads(1)
+    yield
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: a tierless test errors in every tier's run
 def pytest_collection_modifyitems(config, items):
     wrong = []
