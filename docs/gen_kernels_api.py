@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import dataclasses
 import inspect
 import pkgutil
 import re
@@ -27,7 +28,9 @@ ORDER = ["program", "targets", "rng", "math32", "neighbors", "scratch", "interop
 #: The modules of gpurl.envs an env author declares an env with, and the public names documented of each.
 ENV_MODULES = {"base": ["StepOutputs", "KernelEnv"], "spaces": ["Group", "check_groups"],
                "lifecycle": ["STEP", "RESET", "RUNNING", "ENDED", "TOOLKIT_ARRAYS", "TOOLKIT_CONSTANTS",
-                             "episode_kernel"]}
+                             "episode_kernel"],
+               "params": ["ranged", "span", "Range", "ParameterError", "check_fields", "check_rules",
+                          "checked_params"]}
 HEADER = """# `gpurl.kernels` API reference
 
 Generated from the docstrings by `docs/gen_kernels_api.py` (run `python docs/gen_kernels_api.py`
@@ -60,7 +63,10 @@ def _signature(fn) -> str:
         if p.kind is p.KEYWORD_ONLY and not star_done:
             parts.append("*")
             star_done = True
-        parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+        if p.default is p.empty or p.default is dataclasses.MISSING:  # MISSING: no default (its repr has an address)
+            parts.append(p.name)
+        else:
+            parts.append(f"{p.name}={p.default!r}")
     return f"({', '.join(parts)})"
 
 
