@@ -189,4 +189,4 @@ def _describe(kind: str, allowed: Range) -> str:
 
 def _show(value) -> str:
     """``repr`` of a value, NumPy scalars as the Python number they hold (``-1.0``, not ``np.float64(-1.0)``)."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
+    return repr(value.item() if isinstance(value, np.generic) else value)  # host-ok: a NumPy scalar, in a message

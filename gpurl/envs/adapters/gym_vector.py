@@ -10,7 +10,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from ..base import check_seed
+from ..checks import check_seed
 from ._common import (check_host_actions, check_open, check_random_space, host_copy, is_discrete, observation_space,
                       random_actions)
 
