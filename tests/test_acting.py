@@ -36,7 +36,7 @@ def act(policy, x, step=9, seed=1234, offset=0, num_agents=None, start=0):
     E, n, D = x.shape
     ids = global_agent_ids(E, n, offset, num_agents or n, start, x.device)
     with torch.no_grad():
-        return policy.act(x.reshape(E * n, D), ids, torch.tensor([step]), seed_tensor(seed, x.device))
+        return policy.act(x.reshape(E * n, D), ids, torch.tensor([step]), seed_tensor(seed, x.device))[:3]
 
 
 # ---- the definition against the learner's evaluate() and against the laws it samples ---------------------

@@ -122,7 +122,7 @@ def test_actor_critic_act_and_evaluate_shapes(name):
     B = 5
     obs = torch.randn(B, 6, generator=torch.Generator().manual_seed(6))
     with torch.no_grad():
-        action, log_prob, value = policy.act(obs, torch.arange(B), torch.tensor([7]), seed_tensor(1, "cpu"))
+        action, log_prob, value, _ = policy.act(obs, torch.arange(B), torch.tensor([7]), seed_tensor(1, "cpu"))
     assert action.shape == (B, action_dims) and action.dtype == dtype
     assert log_prob.shape == value.shape == (B,) and log_prob.dtype == value.dtype == torch.float32
     if dtype == torch.int64:

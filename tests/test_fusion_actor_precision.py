@@ -49,7 +49,7 @@ def act_with(matmul, policy: ActorCritic, obs, ids, step, seed):
     """policy.act with every nn.Linear computed as ``matmul(x, W^T) + b``."""
     forward = lambda layer, x: matmul(x, layer.weight.T) + layer.bias  # noqa: E731
     with mock.patch.object(nn.Linear, "forward", forward):
-        return policy.act(obs, ids, step, seed)
+        return policy.act(obs, ids, step, seed)[:3]
 
 
 def trained_like_policy(in_dim: int, nvec: list[int], seed: int) -> ActorCritic:
@@ -73,7 +73,7 @@ def test_3xtf32_dots_act_as_fp32_does(in_dim, nvec):
     obs = torch.randn(rows, in_dim, generator=gen) * 3.0
     ids, step, seed = torch.arange(rows), torch.tensor([7]), torch.tensor([2026, 11])
     with torch.no_grad():
-        fp32 = policy.act(obs, ids, step, seed)
+        fp32 = policy.act(obs, ids, step, seed)[:3]
         exact = act_with(lambda a, b: (a.double() @ b.double()).float(), policy, obs, ids, step, seed)
         got = act_with(matmul_3xtf32, policy, obs, ids, step, seed)
         coarse = act_with(matmul_1xtf32, policy, obs, ids, step, seed)

@@ -77,7 +77,7 @@ def act_ref(x, packed, step, seed, env_offset, num_agents, group_start, action, 
     E, n, D = x.shape
     ids = global_agent_ids(E, n, env_offset, num_agents, group_start, x.device)
     with torch.no_grad():
-        a, lp, v = packed.policy.act(x.reshape(E * n, D), ids, step, seed)
+        a, lp, v, _ = packed.policy.act(x.reshape(E * n, D), ids, step, seed)
     action.copy_(a.view(E, n, -1))
     log_prob.copy_(lp.view(E, n))
     value.copy_(v.view(E, n))

@@ -99,7 +99,7 @@ class Acting:
         ids = [global_agent_ids(E, n, self.env_offset, self.num_agents, self.starts[name], rows[0].device)
                for name, (E, n, _) in zip(self.torch_groups, shapes)]
         results = self._act([self.policies[name] for name in self.torch_groups], rows, ids, step, seed)
-        for name, (E, n, _), (a, lp, v) in zip(self.torch_groups, shapes, results):
+        for name, (E, n, _), (a, lp, v, _) in zip(self.torch_groups, shapes, results):
             action, log_prob, value = outputs[name]
             action.copy_(a.view(E, n, -1))
             log_prob.copy_(lp.view(E, n))

@@ -11,7 +11,6 @@ RNG. The fused Triton actor (``gpurl.fusion.actor``) and the compiled CPU path a
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import gymnasium
@@ -21,26 +20,8 @@ from torch import nn
 from ..fusion.activations import ACTIVATIONS
 from ..fusion.counter_rng import uniform_ref
 from .distributions import Categoricals, DiagGaussian
-
-
-def mlp(in_dim: int, widths: Sequence[int], out_dim: int, activation: str, out_gain: float,
-        generator: torch.Generator | None = None) -> nn.Sequential:
-    """Linear layers ``in_dim -> widths... -> out_dim``, orthogonal init (PPO's usual gains) drawn
-    from ``generator`` (the global RNG when None; a given generator leaves the global one untouched)."""
-    layers: list[nn.Module] = []
-    dims = [in_dim, *widths]
-    for a, b in zip(dims[:-1], dims[1:]):
-        layers += [_orthogonal(a, b, math.sqrt(2), generator), ACTIVATIONS[activation]()]
-    layers.append(_orthogonal(dims[-1], out_dim, out_gain, generator))
-    return nn.Sequential(*layers)
-
-
-def _orthogonal(in_features: int, out_features: int, gain: float, generator: torch.Generator | None) -> nn.Linear:
-    # skip_init: nn.Linear's own (Kaiming) init would draw from the global RNG, only to be overwritten.
-    layer = nn.utils.skip_init(nn.Linear, in_features, out_features)
-    nn.init.orthogonal_(layer.weight, gain, generator=generator)
-    nn.init.zeros_(layer.bias)
-    return layer
+from .gru import RecurrentActor
+from .layers import mlp
 
 
 def make_distribution(space: gymnasium.Space):
@@ -96,22 +77,30 @@ class RunningNorm(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """Policy and value of one agent group.
+    """Policy (and, for independent learners, value) of one agent group.
+
+    - ``recurrent=False``: the actor is an MLP; ``True``: :class:`~.gru.RecurrentActor` (a GRU after
+      its first layer), whose state of H = ``widths[0]`` units per agent the caller carries;
+    - ``critic=True``: a critic MLP on the same input (PPO, A2C); ``False``: none (MAPPO's critic reads
+      the global state, :class:`~.central_critic.CentralCritic`), and ``value`` results are None.
 
     ``obs``: float32 [B, in_dim]; ``actions``: [B, action_dims] (int64 for categorical heads, float32
     for Box). Returned log-probs, entropies and values are float32 [B].
     """
 
     def __init__(self, in_dim: int, space: gymnasium.Space, widths: Sequence[int] = (64, 64),
-                 activation: str = "tanh", norm_obs: bool = True, generator: torch.Generator | None = None):
+                 activation: str = "tanh", norm_obs: bool = True, generator: torch.Generator | None = None,
+                 recurrent: bool = False, critic: bool = True):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.in_dim = in_dim
         self.activation = activation
         self.dist = make_distribution(space)
-        self.actor = mlp(in_dim, widths, self.dist.num_params, activation, 0.01, generator)
-        self.critic = mlp(in_dim, widths, 1, activation, 1.0, generator)
+        self.recurrent = recurrent
+        self.actor = (RecurrentActor(in_dim, widths, self.dist.num_params, activation, 0.01, generator) if recurrent
+                      else mlp(in_dim, widths, self.dist.num_params, activation, 0.01, generator))
+        self.critic = mlp(in_dim, widths, 1, activation, 1.0, generator) if critic else None
         # Box heads learn a state-independent log standard deviation (empty for categorical heads).
         self.log_std = nn.Parameter(torch.zeros(self.dist.num_log_std))
         self.obs_norm = RunningNorm(in_dim) if norm_obs else nn.Identity()
@@ -124,31 +113,57 @@ class ActorCritic(nn.Module):
     def action_dtype(self) -> torch.dtype:
         return self.dist.action_dtype
 
+    @property
+    def hidden_size(self) -> int:
+        """Units of the recurrent state per agent (0: not recurrent)."""
+        return self.actor.hidden_size if self.recurrent else 0
+
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(self.obs_norm(obs)).squeeze(-1)
 
-    def act(self, obs: torch.Tensor, agent_ids: torch.Tensor, step: torch.Tensor, seed: torch.Tensor):
-        """Sample actions: ``(action [B, action_dims], log_prob [B], value [B])``.
+    def act(self, obs: torch.Tensor, agent_ids: torch.Tensor, step: torch.Tensor, seed: torch.Tensor,
+            hidden: torch.Tensor | None = None, start: torch.Tensor | None = None):
+        """Sample actions: ``(action [B, action_dims], log_prob [B], value [B] or None, hidden' [B, H]
+        or None)``.
 
         The uniforms come from the counter RNG keyed by ``seed`` (int64 [2]: the low and high 32
-        bits), ``agent_ids`` (int64 [B], global agent ids), ``step`` (int64 [1]) and the head."""
+        bits), ``agent_ids`` (int64 [B], global agent ids), ``step`` (int64 [1]) and the head. A
+        recurrent actor takes the state carried in, ``hidden`` float32 [B, H], and ``start`` bool [B]
+        (this observation starts an episode: the state is zeroed first)."""
         x = self.obs_norm(obs)
+        if self.recurrent:
+            params, hidden = self.actor.step(x, hidden, start)
+        else:
+            params, hidden = self.actor(x), None
         heads = torch.arange(self.dist.num_uniforms, device=obs.device)
         u = uniform_ref(seed, agent_ids.unsqueeze(1), step, heads)
-        action, log_prob = self.dist.sample(self.actor(x), self.log_std, u)
-        return action, log_prob, self.critic(x).squeeze(-1)
+        action, log_prob = self.dist.sample(params, self.log_std, u)
+        value = self.critic(x).squeeze(-1) if self.critic is not None else None
+        return action, log_prob, value, hidden
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """The networks' input: ``obs`` normalised by the running statistics (none with norm_obs off)."""
         return self.obs_norm(obs)
 
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, normalized: bool = False):
-        """``(log_prob [B], entropy [B], value [B])`` of given actions, with gradients. ``normalized``:
-        ``obs`` is already :meth:`normalize`'s output (a learner whose statistics are fixed during an
-        update normalises its whole batch once)."""
+        """``(log_prob [B], entropy [B], value [B] or None)`` of given actions, with gradients (a
+        feed-forward actor). ``normalized``: ``obs`` is already :meth:`normalize`'s output (a learner
+        whose statistics are fixed during an update normalises its whole batch once)."""
         x = obs if normalized else self.obs_norm(obs)
         log_prob, entropy = self.dist.log_prob_entropy(self.actor(x), self.log_std, actions)
-        return log_prob, entropy, self.critic(x).squeeze(-1)
+        return log_prob, entropy, self.critic(x).squeeze(-1) if self.critic is not None else None
+
+    def evaluate_sequence(self, obs: torch.Tensor, actions: torch.Tensor, hidden: torch.Tensor,
+                          starts: torch.Tensor):
+        """A recurrent actor's replay of whole sequences (truncated BPTT over T): ``(log_prob [T, B],
+        entropy [T, B], value [T, B] or None)`` for normalised ``obs`` [T, B, in_dim], ``actions`` [T,
+        B, action_dims], the state entering the first step ``hidden`` [B, H] and ``starts`` bool [T, B]."""
+        T, B = starts.shape
+        params, _ = self.actor.sequence(obs, hidden, starts)
+        log_prob, entropy = self.dist.log_prob_entropy(params.reshape(T * B, -1), self.log_std,
+                                                       actions.reshape(T * B, -1))
+        value = self.critic(obs).view(T, B) if self.critic is not None else None
+        return log_prob.view(T, B), entropy.view(T, B), value
 
 
 __all__ = ["ActorCritic", "RunningNorm", "make_distribution", "mlp"]
