@@ -28,7 +28,8 @@ ORDER = ["program", "targets", "rng", "math32", "neighbors", "scratch", "interop
 #: The modules of gpurl.envs an env author declares an env with, and the public names documented of each.
 ENV_MODULES = {"base": ["StepOutputs", "KernelEnv"], "spaces": ["Group", "check_groups"],
                "lifecycle": ["STEP", "RESET", "RUNNING", "ENDED", "TOOLKIT_ARRAYS", "TOOLKIT_CONSTANTS",
-                             "episode_kernel"],
+                             "episode_kernel", "default_state_phases", "global_state_layout",
+                             "default_global_state_dim", "default_global_state_ref"],
                "params": ["ranged", "span", "Range", "ParameterError", "check_fields", "check_rules",
                           "checked_params"]}
 HEADER = """# `gpurl.kernels` API reference
@@ -94,10 +95,14 @@ def _constants(module, names: list[str]) -> list[str]:
     """Entries of the module constants among ``names``: their assignment lines (consecutive ones together)
     and the ``#:`` comment above them."""
     entries, comment, previous = [], [], False
-    for line in inspect.getsource(module).splitlines():
+    lines = inspect.getsource(module).splitlines()
+    while lines:
+        line = lines.pop(0)
         if line.startswith("#:"):
             comment.append(line[2:].strip())
             continue
+        while line.count("(") > line.count(")") and lines and lines[0][:1].isspace():  # continued assignment
+            line = line + " " + lines.pop(0).strip()
         targets = line.split("=", 1)[0].split(":")[0] if "=" in line and not line[:1].isspace() else ""
         listed = any(target.strip() in names for target in targets.split(","))
         if listed and previous and not comment:
@@ -127,7 +132,8 @@ def _entry(name: str, obj, level: str = "###") -> list[str]:
         init = obj.__init__ if "__init__" in vars(obj) else None
         signature = _signature(init).replace("(self, ", "(").replace("(self)", "()") if init else ""
         if hasattr(obj, "_fields"):  # a NamedTuple
-            signature = f"({', '.join(obj._fields)})"
+            defaults = getattr(obj, "_field_defaults", {})
+            signature = f"({', '.join(n + (f'={defaults[n]!r}' if n in defaults else '') for n in obj._fields)})"
         lines = [f"{level} class `{name}{signature}`", ""]
     else:
         lines = [f"{level} `{name}{_signature(obj)}`", ""]

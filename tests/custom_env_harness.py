@@ -13,6 +13,7 @@ if str(REPO) not in sys.path:  # examples/ is not installed with gpurl: import i
     sys.path.insert(0, str(REPO))
 
 import gpurl  # noqa: E402
+from gpurl.envs.lifecycle import default_global_state_ref  # noqa: E402
 import examples.custom_env as custom_env  # noqa: E402  (registers "foraging")
 from examples.custom_env_reference import observe_ref, reset_ref, step_ref  # noqa: E402
 
@@ -43,7 +44,8 @@ def assert_state_equal(got, want, where):
 
 def run_against_reference(env, steps: int, seed: int = 0, dtype=torch.int64) -> np.ndarray:
     """Step ``env`` ``steps`` times with random actions; assert that every step equals the reference
-    bit for bit (state, obs, reward, flags, final_obs, the food metric, autoreset draws).
+    bit for bit (state, obs, reward, flags, final_obs, the food metric, autoreset draws, and the toolkit's
+    default global state: the observations concatenated).
 
     Returns how many env-episodes ended, as [terminated, truncated].
     """
@@ -53,6 +55,8 @@ def run_against_reference(env, steps: int, seed: int = 0, dtype=torch.int64) -> 
     start = reset_ref(p, env.num_envs, env.seed, np.zeros(env.num_envs, np.int32), env.env_id_offset)
     assert_state_equal(snapshot(env), start, "reset")
     np.testing.assert_array_equal(obs, observe_ref(p, start), err_msg="reset obs")
+    np.testing.assert_array_equal(env.global_state.cpu().numpy(), default_global_state_ref(obs, env.groups),
+                                  err_msg="reset global_state")
     ends = np.zeros(2, dtype=np.int64)
     for t in range(steps):
         before = snapshot(env)
@@ -71,10 +75,15 @@ def run_against_reference(env, steps: int, seed: int = 0, dtype=torch.int64) -> 
         if env.autoreset and done.any():
             np.testing.assert_array_equal(info["final_obs"].cpu().numpy()[done], ref_obs[done],
                                           err_msg=where + " final_obs")
+            np.testing.assert_array_equal(info["final_global_state"].cpu().numpy()[done],
+                                          default_global_state_ref(ref_obs, env.groups)[done],
+                                          err_msg=where + " final_global_state")
             fresh = reset_ref(p, env.num_envs, env.seed, before["episode"], env.env_id_offset)
             for k in STATE_KEYS:
                 ref[k] = np.where(done.reshape((-1,) + (1,) * (ref[k].ndim - 1)), fresh[k], ref[k])
             ref_obs = np.where(done[:, None, None], observe_ref(p, fresh), ref_obs)
         assert_state_equal(snapshot(env), ref, where)
         np.testing.assert_array_equal(obs.cpu().numpy(), ref_obs, err_msg=where + " obs")
+        np.testing.assert_array_equal(env.global_state.cpu().numpy(), default_global_state_ref(ref_obs, env.groups),
+                                      err_msg=where + " global_state")
     return ends

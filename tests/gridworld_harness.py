@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 import gpurl
-from gpurl.envs.tag_gridworld.reference import observe_ref, reset_ref, step_ref
+from gpurl.envs.tag_gridworld.reference import global_state_ref, observe_ref, reset_ref, step_ref
 
 STATE_KEYS = ("x", "y", "timestep", "episode")
 # 7 envs x (6 taggers + 1 runner) on a 4 x 4 grid of cells (L = 3): tags every few steps and many wall
@@ -31,8 +31,8 @@ def random_actions(env, gen: torch.Generator, dtype=torch.int64) -> torch.Tensor
 def run_against_reference(env, steps: int, seed: int = 0) -> np.ndarray:
     """Step ``env`` ``steps`` times with random actions; assert every step equals the reference bit for bit.
 
-    Also checks ``info["final_obs"]`` of ended envs, the new episode's draw and obs, and
-    ``step_metrics()["tags"]``. Returns how many env-episodes ended as [terminated, truncated].
+    Also checks ``info["final_obs"]`` and ``info["final_global_state"]`` of ended envs, the new episode's
+    draw and obs, ``env.global_state`` and ``step_metrics()["tags"]``. Returns how many env-episodes ended as [terminated, truncated].
     """
     p = env.params
     gen = torch.Generator().manual_seed(seed)
@@ -40,6 +40,8 @@ def run_against_reference(env, steps: int, seed: int = 0) -> np.ndarray:
     start = reset_ref(p, env.num_envs, env.seed, np.zeros(env.num_envs, np.int32), env.env_id_offset)
     assert_state_equal(snapshot(env), start, "reset")
     np.testing.assert_array_equal(obs, observe_ref(p, start), err_msg="reset obs")
+    np.testing.assert_array_equal(env.global_state.cpu().numpy(), global_state_ref(p, start),
+                                  err_msg="reset global_state")
     ends = np.zeros(2, dtype=np.int64)
     for t in range(steps):
         before = snapshot(env)
@@ -58,12 +60,16 @@ def run_against_reference(env, steps: int, seed: int = 0) -> np.ndarray:
         if env.autoreset and done.any():
             np.testing.assert_array_equal(info["final_obs"].cpu().numpy()[done], ref_obs[done],
                                           err_msg=where + " final_obs")
+            np.testing.assert_array_equal(info["final_global_state"].cpu().numpy()[done],
+                                          global_state_ref(p, ref)[done], err_msg=where + " final_global_state")
             fresh = reset_ref(p, env.num_envs, env.seed, before["episode"], env.env_id_offset)
             for k in STATE_KEYS:
                 ref[k] = np.where(done.reshape((-1,) + (1,) * (ref[k].ndim - 1)), fresh[k], ref[k])
             ref_obs = np.where(done[:, None, None], observe_ref(p, fresh), ref_obs)
         assert_state_equal(snapshot(env), ref, where)
         np.testing.assert_array_equal(obs.cpu().numpy(), ref_obs, err_msg=where + " obs")
+        np.testing.assert_array_equal(env.global_state.cpu().numpy(), global_state_ref(p, ref),
+                                      err_msg=where + " global_state")
     return ends
 
 

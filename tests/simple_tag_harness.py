@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 import gpurl
-from gpurl.envs.simple_tag.reference import forces_ref, observe_ref, reset_ref, step_ref
+from gpurl.envs.simple_tag.reference import forces_ref, global_state_ref, observe_ref, reset_ref, step_ref
 
 STATE_KEYS = ("pos", "vel", "landmark_pos", "timestep", "episode")
 FLOAT_KEYS = ("pos", "vel", "landmark_pos")
@@ -59,8 +59,21 @@ def contacts(env, state: dict[str, np.ndarray]) -> int:
     return int((np.abs(contact) > 1e-3).any(-1).sum())
 
 
+def concatenated_obs(env, obs: torch.Tensor) -> np.ndarray:
+    """The default global state of ``obs`` [E, N, D]: each agent's own obs_dim features, in agent order."""
+    rows = [obs[:, g.agents, :g.obs_dim].reshape(obs.shape[0], -1) for g in env.groups.values()]
+    return torch.cat(rows, dim=1).cpu().numpy()
+
+
+def assert_global_state(env, got: torch.Tensor, obs: torch.Tensor, want: np.ndarray, where: str) -> None:
+    """``got`` (a global state) is ``obs`` concatenated bit for bit, and near the reference's ``want``."""
+    np.testing.assert_array_equal(got.cpu().numpy(), concatenated_obs(env, obs), err_msg=where + " (the obs)")
+    np.testing.assert_allclose(got.cpu().numpy(), want, rtol=0, atol=STATE_ATOL, err_msg=where)
+
+
 def run_against_reference(env, steps: int, seed: int = 0, crowd_every: int = 0):
-    """Step ``env`` ``steps`` times with random actions; assert each step equals the reference's.
+    """Step ``env`` ``steps`` times with random actions; assert each step equals the reference's (the global
+    state and final global state included).
 
     crowd_every k > 0: before every k-th step, squeeze a third of the envs (state injection).
     Returns counts {terminated, truncated, contacts, catches} so tests can assert what they exercised.
@@ -71,6 +84,7 @@ def run_against_reference(env, steps: int, seed: int = 0, crowd_every: int = 0):
     start = reset_ref(p, E, env.seed, np.zeros(E, np.int32), env.env_id_offset)
     assert_state(snapshot(env), start, 0.0, "reset")
     np.testing.assert_allclose(obs, observe_ref(p, start), rtol=0, atol=1e-6, err_msg="reset obs")
+    assert_global_state(env, env.global_state, env.obs, global_state_ref(p, start), "reset global_state")
     counts = dict(terminated=0, truncated=0, contacts=0, catches=0)
     for t in range(steps):
         if crowd_every and t % crowd_every == crowd_every - 1:
@@ -95,6 +109,8 @@ def run_against_reference(env, steps: int, seed: int = 0, crowd_every: int = 0):
         if env.autoreset and done.any():
             np.testing.assert_allclose(info["final_obs"].cpu().numpy()[done], ref_obs[done], rtol=0,
                                        atol=STATE_ATOL, err_msg=where + " final_obs")
+            assert_global_state(env, info["final_global_state"][done], info["final_obs"][done],
+                                global_state_ref(p, ref)[done], where + " final_global_state")
             # The new episode's ordinal is the number of episodes started before it.
             fresh = reset_ref(p, E, env.seed, before["episode"], env.env_id_offset)
             for k in STATE_KEYS:
@@ -105,6 +121,7 @@ def run_against_reference(env, steps: int, seed: int = 0, crowd_every: int = 0):
         for k in FLOAT_KEYS:  # the fresh episodes' draws are float32 in both: exact
             np.testing.assert_array_equal(after[k][done], ref[k][done].astype(np.float32), err_msg=f"{where} {k}")
         np.testing.assert_allclose(obs.cpu().numpy(), want_obs, rtol=0, atol=STATE_ATOL, err_msg=where + " obs")
+        assert_global_state(env, env.global_state, obs, global_state_ref(p, ref), where + " global_state")
     return counts
 
 

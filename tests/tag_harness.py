@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 import gpurl
-from gpurl.envs.tag_continuous.reference import observe_ref, reset_ref, step_ref
+from gpurl.envs.tag_continuous.reference import global_state_ref, observe_ref, reset_ref, step_ref
 
 STATE_KEYS = ("x", "y", "speed", "direction", "acceleration", "alive", "num_runners", "timestep", "episode")
 
@@ -21,7 +21,8 @@ def random_actions(env, gen: torch.Generator) -> torch.Tensor:
 
 
 def run_against_reference(env, steps: int, seed: int = 0, float_atol: float = 0.0):
-    """Step ``env`` ``steps`` times with random actions; assert every step equals the reference.
+    """Step ``env`` ``steps`` times with random actions; assert every step equals the reference (the global
+    state and the final global state of autoresetting envs included).
 
     Returns how many env-episodes ended (terminated, truncated), so tests can assert they crossed
     autoreset boundaries. ``float_atol`` 0 demands bit equality (CPU build vs reference).
@@ -32,6 +33,7 @@ def run_against_reference(env, steps: int, seed: int = 0, float_atol: float = 0.
     start = reset_ref(p, env.num_envs, env.seed, np.zeros(env.num_envs, np.int32), env.env_id_offset)
     assert_state_equal(snapshot(env), start, float_atol, "reset")
     assert_close(obs, observe_ref(p, start), float_atol, "reset obs")
+    assert_close(env.global_state.cpu().numpy(), global_state_ref(p, start), float_atol, "reset global_state")
     ends = np.zeros(2, dtype=np.int64)
     for t in range(steps):
         before = snapshot(env)
@@ -49,6 +51,8 @@ def run_against_reference(env, steps: int, seed: int = 0, float_atol: float = 0.
         got_obs = obs.cpu().numpy()
         if env.autoreset and done.any():
             assert_close(info["final_obs"].cpu().numpy()[done], ref_obs[done], float_atol, where + " final_obs")
+            assert_close(info["final_global_state"].cpu().numpy()[done], global_state_ref(p, ref)[done], float_atol,
+                         where + " final_global_state")
             fresh = reset_ref(p, env.num_envs, env.seed, before["episode"], env.env_id_offset)
             fresh_obs = observe_ref(p, fresh)
             for k in STATE_KEYS:
@@ -56,6 +60,7 @@ def run_against_reference(env, steps: int, seed: int = 0, float_atol: float = 0.
             ref_obs = np.where(done[:, None, None], fresh_obs, ref_obs)
         assert_state_equal(after, ref, float_atol, where)
         assert_close(got_obs, ref_obs, float_atol, where + " obs")
+        assert_close(env.global_state.cpu().numpy(), global_state_ref(p, ref), float_atol, where + " global_state")
     return ends
 
 

@@ -16,6 +16,7 @@ from gymnasium.vector.utils import batch_space
 
 pytest.importorskip("pettingzoo")
 from pettingzoo.test import parallel_api_test, parallel_seed_test  # noqa: E402
+from pettingzoo.test.state_test import test_parallel_env as pettingzoo_state_test  # noqa: E402
 
 import gpurl  # noqa: E402
 from gpurl.envs import Group, KernelEnv  # noqa: E402
@@ -67,6 +68,9 @@ def test_parallel_env_passes_pettingzoo_api_and_seed_tests(config):
         warnings.simplefilter("error")  # the API test reports missing/extra keys as warnings
         parallel_api_test(make_parallel(config, seed=1), num_cycles=100)
     parallel_seed_test(lambda: make_parallel(config), num_cycles=20)
+    par = make_parallel(config)
+    pettingzoo_state_test(par)  # state() inside state_space
+    assert par.state_space.shape == (par.env.global_state_dim,) and par.state().dtype == np.float32
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
@@ -81,6 +85,7 @@ def test_parallel_env_is_env_index_of_a_batch(config):
         steps = 0
         while True:
             assert set(obs) == set(par.agents) == set(par.possible_agents)
+            np.testing.assert_array_equal(par.state(), direct.global_state[k].numpy())  # PettingZoo's state()
             for row, agent in enumerate(par.possible_agents):
                 dim = par.observation_space(agent).shape[0]
                 assert obs[agent].dtype == np.float32 and obs[agent].shape == (dim,)
@@ -101,6 +106,7 @@ def test_parallel_env_is_env_index_of_a_batch(config):
             assert info == {a: {} for a in par.possible_agents}
             if not par.agents:
                 assert bool(dterm[k] | dtrunc[k]) and set(obs) == set(par.possible_agents)
+                np.testing.assert_array_equal(par.state(), direct.global_state[k].numpy())  # the last step's
                 break
         obs, _ = par.reset()
         direct_obs = direct.reset().clone()
@@ -162,6 +168,8 @@ def test_parallel_env_errors():
     par = make_parallel("simple_tag")
     with pytest.raises(RuntimeError, match="reset"):
         par.step({})
+    with pytest.raises(RuntimeError, match=r"reset\(\) before state\(\)"):
+        par.state()
     par.reset(seed=0)
     good = {a: 0 for a in par.agents}
     with pytest.raises(ValueError, match=r"missing \['agent_0'\]"):

@@ -73,6 +73,9 @@ def test_a_declared_env_steps_resets_and_autoresets():
     assert [f.name for f in dataclasses.fields(env.state)] == ["pos", "timestep", "episode"]
     np.testing.assert_array_equal(env.reset().numpy()[:, :, 0], [[0, 1, 2], [0, 1, 2]])
     np.testing.assert_array_equal(env.state.episode.numpy(), [1, 1])
+    # The default global state: every agent's observation (obs_dim 1 in both groups), in agent order.
+    assert env.global_state_dim == 3 and env.global_state.dtype == torch.float32
+    np.testing.assert_array_equal(env.global_state.numpy(), [[0, 1, 2], [0, 1, 2]])
     right = torch.full((2, 3), 2)
     obs, reward, term, trunc, info = env.step(right)
     np.testing.assert_array_equal(reward.numpy(), [[1, 2, 3], [1, 2, 3]])
@@ -82,6 +85,41 @@ def test_a_declared_env_steps_resets_and_autoresets():
     np.testing.assert_array_equal(info["final_obs"].numpy()[:, :, 0], [[2, 3, 4], [2, 3, 4]])
     np.testing.assert_array_equal(obs.numpy()[:, :, 0], [[10, 11, 12], [10, 11, 12]])  # episode 1's start
     np.testing.assert_array_equal(env.state.timestep.numpy(), [0, 0])
+    np.testing.assert_array_equal(info["final_global_state"].numpy(), [[2, 3, 4], [2, 3, 4]])
+    np.testing.assert_array_equal(env.global_state.numpy(), [[10, 11, 12], [10, 11, 12]])
+
+
+def line_state(e, s, c, actions):
+    """An own global state: [sum of positions, timestep, episode]."""
+    total = 0
+    for i in range(s.pos.shape[1]):
+        total += s.pos[e, i]
+    s.global_state[e, 0] = np.float32(total)
+    s.global_state[e, 1] = np.float32(s.timestep[e])
+    s.global_state[e, 2] = np.float32(s.episode[e])
+
+
+class LineWithState(Line):
+    name = "line_with_state"
+    state_phases = [per_env(line_state)]
+
+    def global_state_dim(self):
+        return 3
+
+
+def test_an_own_global_state_is_written_after_steps_and_starts():
+    env = LineWithState(num_envs=2, seed=0, num_chasers=2, length=2, autoreset=True)
+    assert env.global_state_dim == 3 and "global_state_layout" not in env._tensors
+    env.reset()
+    # Written after the start phases, before the episode is counted (episode 0 is being drawn).
+    np.testing.assert_array_equal(env.global_state.numpy(), [[3, 0, 0], [3, 0, 0]])
+    right = torch.full((2, 3), 2)
+    env.step(right)
+    np.testing.assert_array_equal(env.global_state.numpy(), [[6, 1, 1], [6, 1, 1]])
+    _, _, _, trunc, info = env.step(right)
+    assert trunc.all()
+    np.testing.assert_array_equal(info["final_global_state"].numpy(), [[9, 2, 1], [9, 2, 1]])
+    np.testing.assert_array_equal(env.global_state.numpy(), [[33, 0, 1], [33, 0, 1]])  # episode 1 starts
 
 
 def test_ended_envs_wait_for_reset_without_autoreset():
@@ -135,6 +173,15 @@ def test_group_slices_must_tile_the_agents(slices, message):
      "broken: metrics ['moves'] must be float32 fields of shape [num_envs]"),
     (dict(start_phases=[]), ValueError, "broken.start_phases is empty"),
     (dict(step_phases=[per_agent(line_move, when=line_move)]), ValueError, "line_move has when=..."),
+    (dict(state_phases=[per_env(line_state)]), ValueError,
+     "broken declares state_phases but no global_state_dim(): an env's own global state needs both"),
+    (dict(global_state_dim=lambda self: 3), ValueError, "broken declares global_state_dim() but no state_phases"),
+    (dict(state_phases=[per_env(line_state)], global_state_dim=lambda self: 0), ValueError,
+     "broken.global_state_dim() must be >= 1, got 0"),
+    (dict(state_phases=[per_env(line_state)], global_state_dim=lambda self: 3.0), TypeError,
+     "broken.global_state_dim() must return an int, got 3.0"),
+    (dict(state_phases=[per_env(line_state, when=line_state)], global_state_dim=lambda self: 3), ValueError,
+     "line_state has when=..."),
 ])
 def test_declaration_mistakes_are_named_when_the_env_is_made(attrs, error, message):
     with pytest.raises(error) as info:

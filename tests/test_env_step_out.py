@@ -39,21 +39,23 @@ def compiled():
 
 def sentinel_outputs(env, steps: int = 1) -> StepOutputs:
     """[steps, ...] caller buffers filled with NaN / True, so an unwritten row cannot pass for a written one."""
-    N, D = env.num_agents, env.obs_dim
+    N, D, S = env.num_agents, env.obs_dim, env.global_state_dim
     nan = lambda *shape: torch.full((steps, *shape), float("nan"))  # noqa: E731
     flag = lambda: torch.ones(steps, E, dtype=torch.bool)  # noqa: E731
-    return StepOutputs(obs=nan(E, N, D), reward=nan(E, N), terminated=flag(), truncated=flag(), final_obs=nan(E, N, D))
+    return StepOutputs(obs=nan(E, N, D), reward=nan(E, N), terminated=flag(), truncated=flag(),
+                       final_obs=nan(E, N, D), global_state=nan(E, S), final_global_state=nan(E, S))
 
 
 def slot(buffers: StepOutputs, t: int) -> StepOutputs:
-    return StepOutputs(*(b[t] for b in buffers))
+    return StepOutputs(*(None if b is None else b[t] for b in buffers))
 
 
 def test_step_into_out_matches_twin_env(compiled):
     mine, twin = make(), make()
     mine.reset()
     twin.reset()
-    own = {k: getattr(mine, k).clone() for k in ("obs", "reward", "terminated", "truncated", "final_obs")}
+    own = {k: getattr(mine, k).clone() for k in ("obs", "reward", "terminated", "truncated", "final_obs",
+                                                 "global_state", "final_global_state")}
     buffers = sentinel_outputs(mine, STEPS)
     gen = torch.Generator().manual_seed(0)
     ends = np.zeros(2, dtype=int)
@@ -65,12 +67,15 @@ def test_step_into_out_matches_twin_env(compiled):
         got = mine.step(actions, out=out)
         # The returned tuple holds the caller's tensors, not the env's buffers.
         assert all(a is b for a, b in zip(got[:4], out[:4])) and got[4]["final_obs"] is out.final_obs
+        assert got[4]["final_global_state"] is out.final_global_state
+        assert torch.equal(out.global_state, twin.global_state), f"step {t} global_state"
         assert torch.equal(out.obs, obs), f"step {t} obs"
         assert torch.equal(out.reward, reward), f"step {t} reward"
         assert torch.equal(out.terminated, term), f"step {t} terminated"
         assert torch.equal(out.truncated, trunc), f"step {t} truncated"
         ended = term | trunc
         assert torch.equal(out.final_obs[ended], info["final_obs"][ended]), f"step {t} final_obs"
+        assert torch.equal(out.final_global_state[ended], info["final_global_state"][ended]), f"step {t} final state"
         assert not (term & trunc).any()
         ends += [int(term.sum()), int(trunc.sum())]
     assert ends[0] > 0 and ends[1] > 0, f"15 steps should see terminations and truncations, got {ends}"
@@ -97,6 +102,10 @@ BAD_OUT = {
     "final_obs_strided": (_bad("final_obs", lambda env, t: torch.zeros(E, env.obs_dim, env.num_agents).transpose(1, 2)),
                           ValueError, "out.final_obs must be contiguous"),
     "truncated_numpy": (_bad("truncated", lambda env, t: t.numpy()), TypeError, "out.truncated"),
+    "global_state_shape": (_bad("global_state", lambda env, t: torch.zeros(E, env.global_state_dim + 1)), ValueError,
+                           r"out.global_state must have shape \(5, 43\)"),
+    "final_global_state_dtype": (_bad("final_global_state", lambda env, t: t.double()), TypeError,
+                                 "out.final_global_state must have dtype"),
     "plain_tuple": (lambda env, good: tuple(good), TypeError, "StepOutputs"),
 }
 
@@ -144,3 +153,20 @@ def test_tags_metric_counts_runners_leaving_the_game(compiled):
         total += int(want.sum())
         terminations += int(term.sum())
     assert total > 0 and terminations > 0, (total, terminations)
+
+
+def test_out_without_global_state_writes_the_envs_own(compiled):
+    """``StepOutputs`` of the five older fields only (the global states None): the kernels write the step's
+    global state into ``env.global_state`` and ``info["final_global_state"]`` is the env's own."""
+    mine, twin = make(episode_length=2), make(episode_length=2)
+    mine.reset()
+    twin.reset()
+    buffers = sentinel_outputs(mine, 2)._replace(global_state=None, final_global_state=None)
+    gen = torch.Generator().manual_seed(5)
+    for t in range(2):  # the second step truncates every env
+        actions = random_actions(mine, gen)
+        *_, info = mine.step(actions, out=slot(buffers, t))
+        *_, want = twin.step(actions)
+        assert info["final_global_state"] is mine.final_global_state
+        assert torch.equal(mine.global_state, twin.global_state), t
+    assert torch.equal(mine.final_global_state, twin.final_global_state)

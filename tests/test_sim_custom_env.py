@@ -25,7 +25,8 @@ pytestmark = [
 # 2 envs x 3 agents, 3 food items on a 3 x 3 torus: food is eaten most steps; 4-step episodes that
 # terminate at 3 items.
 SMALL = dict(num_agents=3, num_food=3, grid_size=3, episode_length=4, food_target=3)
-WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated")
+WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated", "global_state",
+           "final_global_state")
 
 
 def make_pair(num_envs=2, seed=3, **overrides):

@@ -52,6 +52,8 @@ def assert_envs_match(sim, cpu, where: str) -> None:
                                   err_msg=f"{where}: status")
     floats = {f"state.{k}": (getattr(sim.state, k), getattr(cpu.state, k)) for k in FLOAT_STATE}
     floats.update(obs=(sim.obs, cpu.obs), reward=(sim.reward, cpu.reward), final_obs=(sim.final_obs, cpu.final_obs),
+                  global_state=(sim.global_state, cpu.global_state),
+                  final_global_state=(sim.final_global_state, cpu.final_global_state),
                   collisions=(sim.step_metrics()["collisions"], cpu.step_metrics()["collisions"]))
     for name, (got, want) in floats.items():
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=0, atol=FLOAT_ATOL, err_msg=f"{where}: {name}")

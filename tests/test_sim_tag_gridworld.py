@@ -27,7 +27,8 @@ pytestmark = [
 
 # 2 envs x (3 taggers + runner) on a 3 x 3 grid: tags and wall hits every few steps; 4-step episodes.
 SMALL = dict(num_taggers=3, grid_length=2, episode_length=4)
-WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated")  # and every array of env._tensors
+WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated", "global_state",
+           "final_global_state")  # and every array of env._tensors
 
 
 def make_pair(num_envs=2, seed=3, **overrides):

@@ -246,8 +246,10 @@ def test_step_into_out_matches_twin_env():
     steps = 20
     nan = lambda *shape: torch.full((steps, *shape), float("nan"))  # noqa: E731
     flag = lambda: torch.ones(steps, E, dtype=torch.bool)  # noqa: E731
+    S = mine.global_state_dim
     buf = StepOutputs(obs=nan(E, N, mine.obs_dim), reward=nan(E, N), terminated=flag(), truncated=flag(),
-                      final_obs=nan(E, N, mine.obs_dim))
+                      final_obs=nan(E, N, mine.obs_dim), global_state=nan(E, S), final_global_state=nan(E, S))
+    own_state = mine.global_state.clone()
     gen = torch.Generator().manual_seed(4)
     ends = 0
     for t in range(steps):
@@ -260,10 +262,14 @@ def test_step_into_out_matches_twin_env():
         done = want[2] | want[3]
         ends += int(done.sum())
         assert torch.equal(got[4]["final_obs"][done], want[4]["final_obs"][done])
+        assert got[4]["final_global_state"] is out.final_global_state
+        assert torch.equal(out.global_state, twin.global_state)
+        assert torch.equal(out.final_global_state[done], want[4]["final_global_state"][done])
         assert torch.equal(mine.step_metrics()["tags"], twin.step_metrics()["tags"])
         assert torch.equal(mine.state.x, twin.state.x)
     assert ends >= E
     assert torch.equal(mine.obs, own_obs)  # the env's own obs buffer was left alone
+    assert torch.equal(mine.global_state, own_state)  # and its own global state
     bad = StepOutputs(*(b[0] for b in buf))._replace(reward=torch.zeros(E, N + 1))
     _rejected(mine, ValueError, lambda: mine.step(torch.zeros(E, N, dtype=torch.int64), out=bad), "out.reward")
 

@@ -3,9 +3,9 @@
 The .cu compiles as plain C++ through gpurl_host.h (HostCudaCModule) and is put behind a CPU env with
 ``cuda_c.attach``, so it runs through the env's own reset/step/autoreset/out= paths with the exact
 arguments a GPU launch gets. Side by side with a Numba env (same params, seed, actions), every buffer
-a launch writes must match bit for bit after every step: state, obs, final_obs, reward, flags and the
-internal tags/finished/restart/hit_wall. Block sizes: 1 (each phase over all agents before the next,
-the Numba CPU build's order), 4 (< agents: real threads stride over agents across real barriers) and
+a launch writes must match bit for bit after every step: state, obs, final_obs, global state, final
+global state, reward, flags and the internal tags/finished/restart/hit_wall. Block sizes: 1 (each phase
+over all agents before the next, the Numba CPU build's order), 4 (< agents: real threads stride over agents across real barriers) and
 the GPU's default (32 threads for 13 agents, through run_against_reference vs the NumPy spec).
 
 Cost: one g++ build (~2 s), the Numba CPU build (~13 s when not cached), under a second of stepping.
@@ -27,7 +27,8 @@ pytestmark = pytest.mark.cpu
 
 # 7 envs x (12 taggers + runner) on a 7 x 7 grid, 9-step episodes: tags and truncations both happen.
 PARAMS = dict(num_taggers=12, grid_length=6, episode_length=9)
-WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated")  # and every array of env._tensors
+WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated", "global_state",
+           "final_global_state")  # and every array of env._tensors
 
 
 @pytest.fixture(scope="module")
@@ -115,9 +116,11 @@ def test_frozen_envs_masked_reseed_int32_actions_and_out_match_numba_build(host)
     outs = []
     for env in (c_env, numba_env):
         E, N, D = env.num_envs, env.num_agents, env.obs_dim
+        S = env.global_state_dim
         outs.append(StepOutputs(obs=torch.full((E, N, D), -1.0), reward=torch.full((E, N), -1.0),
                                 terminated=torch.ones(E, dtype=torch.bool), truncated=torch.ones(E, dtype=torch.bool),
-                                final_obs=torch.full((E, N, D), -1.0)))
+                                final_obs=torch.full((E, N, D), -1.0), global_state=torch.full((E, S), -1.0),
+                                final_global_state=torch.full((E, S), -1.0)))
     actions = random_actions(numba_env, gen, torch.int32)
     for env, out in zip((c_env, numba_env), outs):
         env.step(actions, out=out)

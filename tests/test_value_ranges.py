@@ -186,7 +186,8 @@ def test_env_estimate_is_what_the_env_allocates(name, params):
     env = gpurl.make(name, num_envs=300, device="cpu", **params)
     tables = set(type(env).tables(env))
     allocated = [t for n, t in env._tensors.items() if n not in tables]
-    allocated += [env.obs, env.final_obs, env.reward, env.terminated, env.truncated, env._reset_all]
+    allocated += [env.obs, env.final_obs, env.reward, env.terminated, env.truncated, env._reset_all, env.global_state,
+                  env.final_global_state]
     assert memory.env_bytes(env) == sum(t.numel() * t.element_size() for t in allocated)
 
 

@@ -8,7 +8,6 @@ device memory unless ``validate=True`` needs to (the action range check; see ``s
 """
 from __future__ import annotations
 
-import dataclasses
 from collections import OrderedDict
 from typing import ClassVar, NamedTuple
 
@@ -23,14 +22,17 @@ from . import lifecycle, memory
 from .checks import check_buffer, check_env_id_offset, check_num_envs, check_seed
 from .params import checked_params
 from .spaces import Group, action_bounds, check_groups
+from .state_class import check_constant_types, check_state_dim, state_dataclass
 
 
 class StepOutputs(NamedTuple):
     """Where ``env.step(actions, out=...)`` writes: caller-owned tensors, e.g. slot t of a rollout buffer.
 
-    Every row of ``obs``, ``reward``, ``terminated`` and ``truncated`` is written by every step of an env
-    that is not frozen (``autoreset=False`` and finished); ``final_obs`` only in rows of envs that ended
-    in this step (with ``autoreset=True``).
+    Every row of ``obs``, ``reward``, ``terminated``, ``truncated`` and ``global_state`` is written by every
+    step of an env that is not frozen (``autoreset=False`` and finished); ``final_obs`` and
+    ``final_global_state`` only in rows of envs that ended in this step (with ``autoreset=True``).
+    ``global_state`` / ``final_global_state`` None (the default): the kernels write the env's own
+    ``env.global_state`` / ``env.final_global_state`` (docs/specs/global_state.md).
     """
 
     obs: torch.Tensor         # float32 [E, N, obs_dim]
@@ -38,6 +40,8 @@ class StepOutputs(NamedTuple):
     terminated: torch.Tensor  # bool [E]
     truncated: torch.Tensor   # bool [E]
     final_obs: torch.Tensor   # float32 [E, N, obs_dim]
+    global_state: torch.Tensor | None = None        # float32 [E, S], S = env.global_state_dim
+    final_global_state: torch.Tensor | None = None  # float32 [E, S]
 
 
 #: A CPU batch of at least FIXED_AGENTS_MIN_ENVS envs of at most SMALL_WORLD_AGENTS agents gets a build with
@@ -59,14 +63,20 @@ class KernelEnv:
       ``scratch`` is kernel-private, ``metrics`` names per-env float32 counts of the last step
       (``env.step_metrics()``), zero for ended envs;
     - ``constants(self) -> {name: NumPy scalar}``: the kernels' ``c`` (float32 values as ``np.float32``);
-    - ``step_phases`` and ``start_phases``: the kernels (:mod:`.lifecycle` says what each must write).
+    - ``step_phases`` and ``start_phases``: the kernels (:mod:`.lifecycle` says what each must write);
+    - optionally ``state_phases`` and ``global_state_dim(self) -> int`` (S, from ``self.params``: it is
+      called before the arrays exist): the phases write the global state ``s.global_state[e, :S]`` after
+      the step phases and after the start phases (docs/specs/global_state.md). Without them the toolkit
+      writes every agent's observation, its group's ``obs_dim`` features, concatenated in agent order
+      (after construction ``env.global_state_dim`` is S).
 
     The kernels see ``s`` (every declared array, plus ``obs``, ``final_obs``, ``reward``, ``terminated``,
-    ``truncated``, ``episode``, ``status``, ``restart``), ``c`` (the constants, plus ``seed``,
-    ``env_id_offset``, ``autoreset``, ``launch``) and the actions.
+    ``truncated``, ``global_state``, ``final_global_state``, ``episode``, ``status``, ``restart``), ``c``
+    (the constants, plus ``seed``, ``env_id_offset``, ``autoreset``, ``launch``) and the actions.
 
-    Returned tensors (obs, reward, terminated, truncated, info["final_obs"]) are views of buffers
-    allocated once and rewritten in place by the next ``step``/``reset``: copy what you keep.
+    Returned tensors (obs, reward, terminated, truncated, info["final_obs"], info["final_global_state"],
+    env.global_state) are views of buffers allocated once and rewritten in place by the next
+    ``step``/``reset``: copy what you keep.
     """
 
     params_type: ClassVar[type | None] = None
@@ -75,6 +85,8 @@ class KernelEnv:
     metrics: ClassVar[tuple[str, ...]] = ()
     step_phases: ClassVar[list] = []
     start_phases: ClassVar[list] = []
+    #: Phases writing ``s.global_state`` (empty: the toolkit's default, the agents' observations).
+    state_phases: ClassVar[list] = []
     #: One name per env class: its kernel's name and the name in error messages.
     name: ClassVar[str] = ""
 
@@ -107,7 +119,7 @@ class KernelEnv:
         every env of the class shares its compiled builds."""
         if "_kernel" not in cls.__dict__:
             cls._kernel = lifecycle.episode_kernel(cls.env_name(), cls.step_phases, cls.start_phases,
-                                                   tuple(cls.metrics))
+                                                   tuple(cls.metrics), cls.state_phases)
         return cls._kernel
 
     def _choose_target(self, target) -> str:
@@ -129,6 +141,12 @@ class KernelEnv:
         """The env's kernel constants ``{name: NumPy scalar}`` (``c.name`` in the phases)."""
         return {}
 
+    def global_state_dim(self) -> int:
+        """S, the width of the global state ``env.global_state`` [E, S] that ``state_phases`` write; called
+        before any array exists (read ``self.params``). Default: the toolkit's default state's, sum over
+        groups of agents x obs_dim. After construction ``env.global_state_dim`` is S."""
+        return lifecycle.default_global_state_dim(OrderedDict(type(self).groups(self)))
+
     def tables(self) -> dict[str, np.ndarray]:
         """Read-only arrays without an env axis (lookup tables), copied to the device once (``s.name``)."""
         return {}
@@ -146,6 +164,11 @@ class KernelEnv:
     def _setup_declared(self) -> None:
         groups = OrderedDict(self.groups())
         num_agents = check_groups(groups, self.env_name())
+        own_dim = type(self).global_state_dim is not KernelEnv.global_state_dim
+        if own_dim != bool(type(self).state_phases):
+            has, lacks = ("global_state_dim()", "state_phases") if own_dim else ("state_phases", "global_state_dim()")
+            raise ValueError(f"{self.env_name()} declares {has} but no {lacks}: an env's own global state needs "
+                             "both (or neither, for the default: the agents' observations)")
         self._setup_outputs(num_agents, groups)
         cls = type(self)
         declared = {**cls.state, **cls.scratch}
@@ -162,20 +185,22 @@ class KernelEnv:
             raise ValueError(f"{self.env_name()}: metrics {bad_metrics} must be float32 fields of shape [num_envs]")
         for name, table in self.tables().items():
             self._tensors[name] = torch.as_tensor(np.ascontiguousarray(table), device=self.device)
+        if not cls.state_phases:  # the default state's table: where each agent's observation goes
+            self._tensors["global_state_layout"] = torch.as_tensor(lifecycle.global_state_layout(groups),
+                                                                   device=self.device)
         self._tensors["episode"] = torch.zeros(self.num_envs, dtype=torch.int32, device=self.device)
         self._tensors["status"] = torch.zeros(self.num_envs, dtype=torch.uint8, device=self.device)
         self._tensors["restart"] = torch.zeros(self.num_envs, dtype=torch.uint8, device=self.device)
-        state_type = _state_dataclass(cls)
+        state_type = state_dataclass(cls)
         self.state = state_type(**{name: self._tensors[name] for name in (*cls.state, "episode")})
-        outputs = dict(obs=self.obs, final_obs=self.final_obs, reward=self.reward, terminated=self.terminated,
-                       truncated=self.truncated)
+        outputs = self._output_tensors(None)
         names = tuple(outputs) + tuple(n for n in self._tensors)
         self._arrays = struct_type(f"{cls.__name__}Arrays", names)(**{n: self._view(t) for n, t in {**outputs, **self._tensors}.items()})
         user_constants = self.constants()
         clash = sorted(set(user_constants) & set(lifecycle.TOOLKIT_CONSTANTS))
         if clash:
             raise ValueError(f"{self.env_name()}.constants() returns {clash}: these names are the toolkit's own")
-        _check_constant_types(user_constants, self.env_name())
+        check_constant_types(user_constants, self.env_name())
         consts = {**user_constants, "seed": np.uint64(self.seed), "env_id_offset": np.int64(self.env_id_offset),
                   "autoreset": np.int32(self.autoreset), "launch": np.int32(lifecycle.STEP)}
         self._consts = struct_type(f"{cls.__name__}Constants", tuple(consts))(**consts)
@@ -207,12 +232,20 @@ class KernelEnv:
         self._tensors["restart"].copy_(mask)
         self._launch(self._arrays, self._reset_consts, self._no_actions)
 
+    def _output_tensors(self, out: "StepOutputs | None") -> dict[str, torch.Tensor]:
+        """The tensors a step writes, in the kernel's argument order: ``out``'s, the env's own where ``out``
+        is None or leaves a global state None."""
+        own = dict(obs=self.obs, final_obs=self.final_obs, reward=self.reward, terminated=self.terminated,
+                   truncated=self.truncated, global_state=self.global_state,
+                   final_global_state=self.final_global_state)
+        if out is not None:
+            own.update((k, v) for k, v in out._asdict().items() if v is not None)
+        return own
+
     def _launch_step(self, actions: torch.Tensor, out: "StepOutputs | None") -> None:
         arrays = self._arrays
         if out is not None:  # a trainer's rollout slot: the kernel writes there directly
-            v = self._view
-            arrays = arrays._replace(obs=v(out.obs), final_obs=v(out.final_obs), reward=v(out.reward),
-                                     terminated=v(out.terminated), truncated=v(out.truncated))
+            arrays = arrays._replace(**{k: self._view(v) for k, v in self._output_tensors(out).items()})
         self._launch(arrays, self._consts, self._view(actions))
 
     def step_metrics(self) -> dict[str, torch.Tensor]:
@@ -257,8 +290,17 @@ class KernelEnv:
         self.reward = zeros(E, N)
         self.terminated = zeros(E, dtype=torch.bool)
         self.truncated = zeros(E, dtype=torch.bool)
+        declared_state = bool(type(self).state_phases)
+        S = (check_state_dim(self.global_state_dim(), self.env_name()) if declared_state
+             else lifecycle.default_global_state_dim(groups))
+        self.global_state_dim = S
+        self.global_state = zeros(E, S)
+        self.final_global_state = zeros(E, S)
         self._reset_all = torch.ones(E, dtype=torch.bool, device=self.device)
-        self._info = {"final_obs": self.final_obs} if self.autoreset else {}
+        self._info = self._step_info(self.final_obs, self.final_global_state)
+
+    def _step_info(self, final_obs: torch.Tensor, final_global_state: torch.Tensor) -> dict:
+        return {"final_obs": final_obs, "final_global_state": final_global_state} if self.autoreset else {}
 
     @property
     def action_dtype(self) -> torch.dtype:
@@ -304,7 +346,8 @@ class KernelEnv:
 
         ``out``: the kernels write this step's results straight into these tensors instead of the env's
         own buffers (a trainer passes slot t of its rollout storage: no copy per step), and the returned
-        tuple holds them. The env's own ``obs`` buffer is then not updated.
+        tuple holds them. The env's own ``obs`` buffer is then not updated; ``env.global_state`` neither, when
+        ``out.global_state`` is given (the returned ``info["final_global_state"]`` is ``out``'s when given).
         """
         if self._needs_reset:
             raise RuntimeError("call env.reset() before the first env.step()")
@@ -316,8 +359,8 @@ class KernelEnv:
         self._launch_step(actions, out)
         if out is None:
             return self.obs, self.reward, self.terminated, self.truncated, self._info
-        return out.obs, out.reward, out.terminated, out.truncated, ({"final_obs": out.final_obs}
-                                                                    if self.autoreset else {})
+        final_global_state = self.final_global_state if out.final_global_state is None else out.final_global_state
+        return out.obs, out.reward, out.terminated, out.truncated, self._step_info(out.final_obs, final_global_state)
 
     # ---- checks ----------------------------------------------------------------------------------
     # Shape, dtype, device and layout are host metadata: checked on every call whatever ``validate`` says
@@ -327,11 +370,14 @@ class KernelEnv:
     def _check_outputs(self, out) -> None:
         if not isinstance(out, StepOutputs):
             raise TypeError(f"out must be a gpurl.envs.StepOutputs, got {type(out).__name__}")
-        E, N, D = self.num_envs, self.num_agents, self.obs_dim
+        E, N, D, S = self.num_envs, self.num_agents, self.obs_dim, self.global_state_dim
         expected = StepOutputs(obs=((E, N, D), torch.float32), reward=((E, N), torch.float32),
                                terminated=((E,), torch.bool), truncated=((E,), torch.bool),
-                               final_obs=((E, N, D), torch.float32))
+                               final_obs=((E, N, D), torch.float32), global_state=((E, S), torch.float32),
+                               final_global_state=((E, S), torch.float32))
         for name, tensor, (shape, dtype) in zip(StepOutputs._fields, out, expected):
+            if tensor is None and name in ("global_state", "final_global_state"):
+                continue  # the env's own buffer
             check_buffer(tensor, f"out.{name}", shape, (dtype,), self.device, self._placed, in_place=True)
 
     def _check_mask(self, mask) -> torch.Tensor:
@@ -371,46 +417,3 @@ class KernelEnv:
     def _inside_smallest_bound(self, actions: torch.Tensor) -> bool:
         lo, hi = torch.stack(torch.aminmax(actions)).tolist()  # host-ok: validate=True, one read
         return lo >= 0 and hi < self._action_high_min
-
-
-
-def _check_constant_types(constants: dict, env_name: str) -> None:
-    """A kernel constant must be a NumPy scalar: a Python float is float64 in the kernels (and a Python int
-    int64), which promotes the float32 math it touches."""
-    for name, value in constants.items():
-        if not isinstance(value, np.generic):
-            raise TypeError(f"{env_name}.constants()[{name!r}] = {value!r} is a {type(value).__name__}; kernel "
-                            "constants are NumPy scalars (np.float32(...), np.int32(...)): a Python float would "
-                            "compute in float64")
-
-
-def _state_dataclass(cls) -> type:
-    """``env.state``'s class for ``cls``: its declared state fields, then ``episode``, as torch tensors."""
-    if "_state_class" not in cls.__dict__:
-        names = [*cls.state, "episode"]
-        cls._state_class = dataclasses.make_dataclass(f"{cls.__name__}State", [(n, torch.Tensor) for n in names],
-                                                      namespace={"__setattr__": _set_state_field})
-        cls._state_class.__doc__ = (f"{cls.__name__}'s state, tensors on env.device [num_envs, ...]: write in place "
-                                    "to inject a state (then env.step); assigning a tensor to a field copies its "
-                                    "values in (same shape, dtype and device). episode: episodes started since "
-                                    "the seed was set (keys the reset draws).")
-    return cls._state_class
-
-
-def _set_state_field(state, name: str, value) -> None:
-    """``env.state.<name> = value``: the kernels keep their views of the env's own tensors, so a new tensor
-    cannot replace a field; its values are copied into the field instead, after the field's metadata checks
-    (shape, dtype, device, layout: ValueError/TypeError before anything changes). The first assignment of
-    each field (the dataclass's ``__init__``) binds it; any other name is an AttributeError."""
-    fields = type(state).__dataclass_fields__
-    if name not in fields:
-        raise AttributeError(f"{type(state).__name__} has no field {name!r} (fields: {', '.join(fields)})")
-    current = state.__dict__.get(name)
-    if current is None:
-        object.__setattr__(state, name, value)
-        return
-    check_buffer(value, f"env.state.{name}", tuple(current.shape), (current.dtype,), current.device, current.device)
-    if value is not current:
-        current.copy_(value.clone() if value.untyped_storage().data_ptr() == current.untyped_storage().data_ptr()
-                      else value)
-

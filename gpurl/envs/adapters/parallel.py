@@ -38,6 +38,9 @@ class ParallelEnv(pettingzoo.ParallelEnv):
     - reward: python float; terminations/truncations: the env's flags (agents end together);
       infos: ``{}``.
 
+    The global state (PettingZoo's ``state()`` / ``state_space``, for centralised critics) is the env's
+    ``env.global_state`` row (docs/specs/global_state.md): float32 numpy ``[env.global_state_dim]``.
+
     gpurl ends episodes per env, not per agent: every agent stays in ``agents`` until the env ends
     (e.g. a runner tagged out of tag_continuous stays, with a zero observation and zero reward).
     """
@@ -71,6 +74,7 @@ class ParallelEnv(pettingzoo.ParallelEnv):
                 self._observation_spaces[agent] = copy.deepcopy(shared_obs_space)
                 self._action_spaces[agent] = copy.deepcopy(spec.action_space)
         self.possible_agents = list(self._rows)
+        self.state_space = observation_space(env.global_state_dim)
         self.agents: list[str] = []
         self._discrete = all(is_discrete(g.action_space) for g in env.groups.values())
         self._actions = np.zeros((env.num_agents, env.action_dims),
@@ -128,6 +132,14 @@ class ParallelEnv(pettingzoo.ParallelEnv):
                 {a: ended_by[0] for a in live},
                 {a: ended_by[1] for a in live},
                 {a: {} for a in live})
+
+    def state(self) -> np.ndarray:
+        """The global state of the moment the last ``reset``/``step`` observed: float32 numpy
+        ``[env.global_state_dim]``, a copy (docs/specs/global_state.md has each env's layout)."""
+        check_open(self)
+        if self.env._needs_reset:
+            raise RuntimeError("call reset() before state(): no episode has started")
+        return host_copy(self.env.global_state[0])
 
     def close(self):
         """Release the env (gpurl envs hold no OS resources: dropping the reference frees the buffers);

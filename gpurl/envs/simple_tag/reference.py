@@ -61,6 +61,15 @@ def observe_ref(p: SimpleTagParams, s: dict[str, np.ndarray]) -> np.ndarray:
     return obs.astype(f32)
 
 
+def global_state_ref(p: SimpleTagParams, s: dict[str, np.ndarray]) -> np.ndarray:
+    """float32 [E, A * adversary_obs_dim + G * good_obs_dim]: JaxMARL's world state of MPE envs, every
+    agent's observation (its own obs_dim, unpadded) concatenated in agent order: the toolkit's default."""
+    obs = observe_ref(p, s)
+    A, E = p.num_adversaries, obs.shape[0]
+    return np.concatenate([obs[:, :A, :p.adversary_obs_dim].reshape(E, -1),
+                           obs[:, A:, :p.good_obs_dim].reshape(E, -1)], axis=1)
+
+
 def actions_to_u_ref(p: SimpleTagParams, actions: np.ndarray) -> np.ndarray:
     """float64 [E, N, 2] movement u of int [E, N(, 1)] or float32 [E, N, 5] actions (mpe2's _set_action)."""
     if p.continuous_actions:

@@ -10,7 +10,7 @@ from ...kernels.neighbors import knn_scratch
 from ..base import KernelEnv
 from ...kernels.fields import field
 from ..spaces import Group
-from .kernels import START_PHASES, STEP_PHASES
+from .kernels import START_PHASES, STATE_FEATURES, STATE_PHASES, STEP_PHASES
 from . import draw
 from .params import TagContinuousParams, action_table
 
@@ -23,6 +23,10 @@ class TagContinuous(KernelEnv):
     ``env.state``: ``x``, ``y``, ``speed``, ``direction`` (radians in [0, 2 pi]), ``acceleration`` float32
     [E, N]; ``alive`` int32 [E, N] (1 = still in the game); ``num_runners`` int32 [E] (runners still in
     the game); ``timestep`` int32 [E]; ``episode``.
+
+    ``env.global_state`` float32 [E, 6 N + 1]: per agent (agent order) x, y, speed, acceleration, direction,
+    alive, normalised as the observation normalises them (x / (sqrt(2) L), ..., alive 0/1), after this
+    step's tags; then timestep / episode_length (docs/specs/tag_continuous.md, "Global state").
     """
 
     draw_frame = staticmethod(draw.draw_frame)  # gpurl.render draws episodes with it
@@ -36,12 +40,16 @@ class TagContinuous(KernelEnv):
     metrics = ("tags",)  # runners tagged in the last step
     step_phases = STEP_PHASES
     start_phases = START_PHASES
+    state_phases = STATE_PHASES
 
     def groups(self):
         p = self.params
         space = gymnasium.spaces.MultiDiscrete([p.num_acceleration_levels + 1, p.num_turn_levels + 1])
         return {"tagger": Group(slice(0, p.num_taggers), p.obs_dim, space),
                 "runner": Group(slice(p.num_taggers, p.num_agents), p.obs_dim, space)}
+
+    def global_state_dim(self):
+        return STATE_FEATURES * self.params.num_agents + 1
 
     def tables(self):
         p = self.params

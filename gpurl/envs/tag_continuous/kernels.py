@@ -7,7 +7,8 @@ the toolkit's outputs), ``c`` its constants (env.py), ``actions`` int [E, N, 2].
   begin (timestep+1) | move | observe + find tags | runners: tag penalty, exit, end bonus
   | per env: credit taggers, runners left, terminated/truncated
 
-and a new episode: draw agents | counters | observe.
+and a new episode: draw agents | counters | observe. The global state (``state_phases``, after both) is
+every agent's ``STATE_FEATURES`` features, normalised as the observation normalises them, then the time.
 """
 import math
 
@@ -22,6 +23,8 @@ _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 _START_DIRECTIONS = (np.float32(0.0), np.float32(math.pi / 2), np.float32(math.pi), np.float32(3 * math.pi / 2))
 _STREAM_X, _STREAM_Y, _STREAM_DIR = 0, 1, 2
+#: Features of each agent in the global state: x, y, speed, acceleration, direction, alive (then the time).
+STATE_FEATURES = 6
 
 # ---- shared device functions -----------------------------------------------------------------------
 
@@ -203,6 +206,24 @@ def tag_start_observe(e, i, s, c, actions):
     tag_observe(e, i, s, c)
 
 
+# ---- the global state -----------------------------------------------------------------------------------
+
+
+def tag_write_state(e, i, s, c, actions):
+    """Agent i's features of the global state (docs/specs/global_state.md); agent 0 also writes the time."""
+    row = s.global_state[e]
+    f = i * STATE_FEATURES
+    row[f] = s.x[e, i] / c.pos_norm
+    row[f + 1] = s.y[e, i] / c.pos_norm
+    row[f + 2] = s.speed[e, i] / c.speed_norm
+    row[f + 3] = s.acceleration[e, i] / c.speed_norm
+    row[f + 4] = s.direction[e, i] / c.dir_norm
+    row[f + 5] = np.float32(s.alive[e, i])
+    if i == 0:
+        row[STATE_FEATURES * s.x.shape[1]] = np.float32(s.timestep[e]) / c.time_norm
+
+
 STEP_PHASES = [per_env(tag_begin_step), per_agent(tag_move), per_agent(tag_observe_and_find_tags),
                per_agent(tag_apply_tags), per_env(tag_end_step)]
 START_PHASES = [per_agent(tag_start_agent), per_env(tag_start_env), per_agent(tag_start_observe)]
+STATE_PHASES = [per_agent(tag_write_state)]

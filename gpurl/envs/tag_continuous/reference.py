@@ -72,6 +72,19 @@ def observe_ref(p: TagContinuousParams, s: dict[str, np.ndarray]) -> np.ndarray:
     return obs
 
 
+def global_state_ref(p: TagContinuousParams, s: dict[str, np.ndarray]) -> np.ndarray:
+    """Global state float32 [E, 6 N + 1] of state ``s``: per agent x, y, speed, acceleration, direction
+    (normalised as the observation normalises them) and alive, then timestep / episode_length."""
+    E, N = s["x"].shape
+    L = f32(p.grid_length)
+    pos_norm, speed_norm = f32(math.sqrt(2) * L), f32(f32(p.max_speed) + f32(1e-10))
+    features = [s["x"] / pos_norm, s["y"] / pos_norm, s["speed"] / speed_norm, s["acceleration"] / speed_norm,
+                s["direction"] / f32(2 * math.pi), s["alive"].astype(f32)]
+    per_agent = np.stack([np.asarray(f, f32) for f in features], axis=-1).reshape(E, 6 * N)
+    time = s["timestep"].astype(f32) / f32(p.episode_length)
+    return np.concatenate([per_agent, time[:, None]], axis=1).astype(f32)
+
+
 def step_ref(p: TagContinuousParams, s: dict[str, np.ndarray], actions: np.ndarray):
     """One step of every env in ``s`` (mutated in place). Returns (obs, reward, terminated, truncated)."""
     E, N = s["x"].shape

@@ -9,7 +9,7 @@ from ...kernels.fields import field
 from ..base import KernelEnv, StepOutputs
 from ..spaces import Group
 from .cuda_c import GridCudaC, cuda_c_module
-from .kernels import START_PHASES, STEP_PHASES
+from .kernels import START_PHASES, STATE_FEATURES, STATE_PHASES, STEP_PHASES
 from . import draw
 from .params import TagGridworldParams, reward_table
 
@@ -20,7 +20,9 @@ class TagGridworld(KernelEnv):
     Actions ``Discrete(5)``: 0 stay, 1 x+1, 2 x-1, 3 y+1, 4 y-1; ``[E, N]`` or ``[E, N, 1]`` int32/int64
     (with ``validate=False`` nothing checks them; an unknown action then stays put). Returned tensors are
     views of buffers rewritten in place by the next step: copy what you keep. ``env.state``: ``x``, ``y``
-    int32 [E, N] (cells 0..grid_length), ``timestep`` int32 [E], ``episode``.
+    int32 [E, N] (cells 0..grid_length), ``timestep`` int32 [E], ``episode``. ``env.global_state`` float32
+    [E, 3 N + 1]: per agent (agent order) x / L, y / L, 1 for the runner (else 0); then timestep /
+    episode_length (docs/specs/tag_gridworld.md, "Global state").
 
     ``kernel_source``: ``"numba"`` (default; CPU and CUDA) or ``"cuda_c"``: the same kernel written in CUDA C
     (``tag_gridworld.cu``, launched through CuPy on torch's stream; CUDA devices only), bit for bit the same.
@@ -35,6 +37,7 @@ class TagGridworld(KernelEnv):
     metrics = ("tags",)  # 1 where the runner was tagged in the last step
     step_phases = STEP_PHASES
     start_phases = START_PHASES
+    state_phases = STATE_PHASES
 
     def __init__(self, *, kernel_source="numba", device="cpu", **kwargs):
         if kernel_source not in ("numba", "cuda_c"):
@@ -52,6 +55,9 @@ class TagGridworld(KernelEnv):
         return {"tagger": Group(slice(0, p.num_taggers), p.obs_dim, space),
                 "runner": Group(slice(p.num_taggers, p.num_agents), p.obs_dim, space)}
 
+    def global_state_dim(self):
+        return STATE_FEATURES * self.params.num_agents + 1
+
     def tables(self):
         return {"reward_table": reward_table(self.params)}  # [is_runner, tagged, hit_wall] -> reward
 
@@ -67,9 +73,7 @@ class TagGridworld(KernelEnv):
 
     def kernel_tensors(self, out: StepOutputs | None = None) -> tuple:
         """The kernel's arrays as torch tensors, in its parameter order (``out`` replaces the outputs)."""
-        outputs = (dict(obs=self.obs, final_obs=self.final_obs, reward=self.reward, terminated=self.terminated,
-                        truncated=self.truncated) if out is None else out._asdict())
-        return type(self._arrays)(**outputs, **self._tensors)
+        return type(self._arrays)(**self._output_tensors(out), **self._tensors)
 
     def _launch_reset(self, mask: torch.Tensor) -> None:
         if self._cuda_c is None:

@@ -6,7 +6,8 @@ fields, the ``hit_wall`` scratch, the ``reward_table``, the ``tags`` metric and 
 
   move + clip | per env: timestep + 1, tagged, terminated/truncated | rewards + observe
 
-and a new episode: draw agents | timestep 0 | observe. ``tag_gridworld.cu`` is the same kernel in CUDA C,
+and a new episode: draw agents | timestep 0 | observe. The global state (``state_phases``, after both) is
+every agent's ``STATE_FEATURES`` features, then the time. ``tag_gridworld.cu`` is the same kernel in CUDA C,
 with the toolkit's episode phases (gpurl.envs.lifecycle) written out.
 """
 import numpy as np
@@ -18,6 +19,8 @@ _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 _STREAM_X, _STREAM_Y = 0, 1
 NUM_MOVES = 5  # stay, +x, -x, +y, -y
+#: Features of each agent in the global state: x, y (normalised as in the obs), is the runner (then the time).
+STATE_FEATURES = 3
 
 # ---- shared device functions -----------------------------------------------------------------------
 
@@ -139,5 +142,20 @@ def grid_start_observe(e, i, s, c, actions):
     grid_observe(e, i, s, c, s.obs)
 
 
+# ---- the global state -----------------------------------------------------------------------------------
+
+
+def grid_write_state(e, i, s, c, actions):
+    """Agent i's features of the global state (docs/specs/global_state.md); agent 0 also writes the time."""
+    row = s.global_state[e]
+    f = i * STATE_FEATURES
+    row[f] = np.float32(s.x[e, i]) / c.length_f32
+    row[f + 1] = np.float32(s.y[e, i]) / c.length_f32
+    row[f + 2] = _ONE if i == c.num_taggers else _ZERO
+    if i == 0:
+        row[STATE_FEATURES * s.x.shape[1]] = np.float32(s.timestep[e]) / c.time_norm
+
+
 STEP_PHASES = [per_agent(grid_move), per_env(grid_clock_and_tag), per_agent(grid_reward_and_observe)]
 START_PHASES = [per_agent(grid_start_agent), per_env(grid_start_env), per_agent(grid_start_observe)]
+STATE_PHASES = [per_agent(grid_write_state)]

@@ -76,6 +76,17 @@ def observe_ref(p: TagGridworldParams, s: dict[str, np.ndarray]) -> np.ndarray:
     return obs
 
 
+def global_state_ref(p: TagGridworldParams, s: dict[str, np.ndarray]) -> np.ndarray:
+    """Global state float32 [E, 3 N + 1] of state ``s``: per agent x / L, y / L and 1 for the runner (else
+    0), then timestep / episode_length."""
+    E, N = s["x"].shape
+    L = f32(p.grid_length)
+    is_runner = np.broadcast_to((np.arange(N) == p.runner).astype(f32), (E, N))
+    per_agent = np.stack([s["x"].astype(f32) / L, s["y"].astype(f32) / L, is_runner], axis=-1).reshape(E, 3 * N)
+    time = s["timestep"].astype(f32) / f32(p.episode_length)
+    return np.concatenate([per_agent, time[:, None]], axis=1).astype(f32)
+
+
 def step_ref(p: TagGridworldParams, s: dict[str, np.ndarray], actions: np.ndarray):
     """One step of every env in ``s`` (mutated in place). Returns (obs, reward, terminated, truncated).
 

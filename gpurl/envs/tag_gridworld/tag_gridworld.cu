@@ -7,6 +7,7 @@
 // __syncthreads() between phases, as gpurl.kernels.program builds the Numba kernel. A launch with
 // launch = RESET is env.reset: only the start phases run, for the envs whose restart[e] the host set.
 // An env ended with autoreset=False (status ENDED) is skipped by the step phases: reward 0, obs unchanged.
+// The global state (grid_write_state) is written after the step phases and after the start phases.
 //
 // Loaded by TagGridworld(kernel_source="cuda_c") through gpurl.kernels.cuda_c.CudaCModule; the cpu test
 // tier builds this file as plain C++ (gpurl_host.h) and compares it with the Numba CPU build.
@@ -21,6 +22,8 @@ struct Grid {
     float* reward;              // [E, N]
     unsigned char* terminated;  // [E] (torch.bool)
     unsigned char* truncated;   // [E] (torch.bool)
+    float* global_state;        // [E, STATE_FEATURES * N + 1]
+    float* final_global_state;  // [E, STATE_FEATURES * N + 1]
     int* x;                     // [E, N] cells 0..grid_length
     int* y;                     // [E, N]
     int* timestep;              // [E]
@@ -45,12 +48,18 @@ struct Grid {
 
 enum { STREAM_X = 0, STREAM_Y = 1 };
 enum { NUM_MOVES = 5 };             // stay, +x, -x, +y, -y (kernels.py NUM_MOVES)
+enum { STATE_FEATURES = 3 };        // x, y, is the runner: each agent's share of the global state (kernels.py)
 enum { STEP = 0, RESET = 1 };        // gpurl.envs.lifecycle
 enum { RUNNING = 0, ENDED = 1 };
 
 // Flat index of agent i of env e in an [E, N] array (64-bit: E * N * obs_dim may pass 2**31).
 __device__ __forceinline__ long long grid_at(const Grid& g, int e, int i) {
     return static_cast<long long>(e) * g.num_agents + i;
+}
+
+// Width S of the global state: every agent's features, then the time.
+__device__ __forceinline__ int grid_state_dim(const Grid& g) {
+    return STATE_FEATURES * g.num_agents + 1;
 }
 
 __device__ __forceinline__ long long grid_action(const Grid& g, long long k) {
@@ -115,6 +124,17 @@ __device__ void grid_observe(const Grid& g, int e, int i, float* obs) {
     row[3] = static_cast<float>(ys[target]) / g.length_f32;
     row[4] = i == runner ? 1.0f : 0.0f;
     row[5] = time;
+}
+
+// Agent i's features of the global state (docs/specs/global_state.md); agent 0 also writes the time.
+__device__ void grid_write_state(const Grid& g, int e, int i) {
+    float* row = g.global_state + static_cast<long long>(e) * grid_state_dim(g);
+    const long long k = grid_at(g, e, i);
+    const int f = i * STATE_FEATURES;
+    row[f] = static_cast<float>(g.x[k]) / g.length_f32;
+    row[f + 1] = static_cast<float>(g.y[k]) / g.length_f32;
+    row[f + 2] = i == g.num_taggers ? 1.0f : 0.0f;
+    if (i == 0) row[STATE_FEATURES * g.num_agents] = static_cast<float>(g.timestep[e]) / g.time_norm;
 }
 
 // ---- step phases (for envs that take this step) --------------------------------------------------------
@@ -195,10 +215,16 @@ __device__ void grid_settle(const Grid& g, int e) {
     if (ended && g.autoreset == 0) g.status[e] = ENDED;
 }
 
-// An autoresetting env's last observation of the episode that ended, before the new one overwrites it.
-__device__ void grid_copy_final_obs(const Grid& g, int e, int i) {
+// An autoresetting env's last observation of agent i, and its share (features i, i + N, ...) of the last
+// global state, of the episode that ended, before the new one overwrites them.
+__device__ void grid_copy_final_outputs(const Grid& g, int e, int i) {
     const long long row = grid_at(g, e, i) * g.obs_dim;
     for (int f = 0; f < g.obs_dim; ++f) g.final_obs[row + f] = g.obs[row + f];
+    const int state_dim = grid_state_dim(g);
+    const long long state_row = static_cast<long long>(e) * state_dim;
+    for (int f = i; f < state_dim; f += g.num_agents) {
+        g.final_global_state[state_row + f] = g.global_state[state_row + f];
+    }
 }
 
 // ---- the kernel ------------------------------------------------------------------------------------------
@@ -206,6 +232,7 @@ __device__ void grid_copy_final_obs(const Grid& g, int e, int i) {
 extern "C" __global__ void tag_gridworld_step(
     int num_envs, int num_agents, int obs_dim,
     float* obs, float* final_obs, float* reward, unsigned char* terminated, unsigned char* truncated,
+    float* global_state, float* final_global_state,
     int* x, int* y, int* timestep, unsigned char* hit_wall, float* tags, const float* reward_table,
     int* episode, unsigned char* status, unsigned char* restart,
     int num_taggers, int grid_length, float length_f32, int episode_length, float time_norm,
@@ -213,10 +240,10 @@ extern "C" __global__ void tag_gridworld_step(
     int autoreset, int launch,
     const void* actions, int action_bytes)
 {
-    const Grid g = {num_envs, num_agents, obs_dim, obs, final_obs, reward, terminated, truncated, x, y, timestep,
-                    hit_wall, tags, reward_table, episode, status, restart, num_taggers, grid_length, length_f32,
-                    episode_length, time_norm, full_obs, random_start, center, seed, env_id_offset, autoreset,
-                    launch, actions, action_bytes};
+    const Grid g = {num_envs, num_agents, obs_dim, obs, final_obs, reward, terminated, truncated, global_state,
+                    final_global_state, x, y, timestep, hit_wall, tags, reward_table, episode, status, restart,
+                    num_taggers, grid_length, length_f32, episode_length, time_norm, full_obs, random_start, center,
+                    seed, env_id_offset, autoreset, launch, actions, action_bytes};
     const int e = blockIdx.x;
     if (e >= num_envs) return;  // the whole block leaves together: no barrier is skipped by half a block
     const int t = threadIdx.x;
@@ -232,10 +259,14 @@ extern "C" __global__ void tag_gridworld_step(
         for (int i = t; i < num_agents; i += stride) grid_reward_and_observe(g, e, i);
     }
     __syncthreads();
+    if (grid_stepping(g, e)) {
+        for (int i = t; i < num_agents; i += stride) grid_write_state(g, e, i);
+    }
+    __syncthreads();
     if (t == 0) grid_settle(g, e);
     __syncthreads();
     if (g.launch == STEP && g.restart[e] != 0) {
-        for (int i = t; i < num_agents; i += stride) grid_copy_final_obs(g, e, i);
+        for (int i = t; i < num_agents; i += stride) grid_copy_final_outputs(g, e, i);
     }
     __syncthreads();
     if (g.restart[e] != 0) {
@@ -246,6 +277,10 @@ extern "C" __global__ void tag_gridworld_step(
     __syncthreads();
     if (g.restart[e] != 0) {
         for (int i = t; i < num_agents; i += stride) grid_observe(g, e, i, g.obs);
+    }
+    __syncthreads();
+    if (g.restart[e] != 0) {
+        for (int i = t; i < num_agents; i += stride) grid_write_state(g, e, i);
     }
     __syncthreads();
     if (t == 0 && g.restart[e] != 0) g.episode[e] += 1;
