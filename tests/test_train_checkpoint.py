@@ -36,6 +36,7 @@ def payload() -> dict:
         episode_stats={"return/tagger": torch.tensor([1.0, 2.0])},
         extras={"best": 0.5},
         run_id="20261126-120000-abcdef",
+        carried={"hidden": torch.randn(2, 5, 3, generator=g)},
     )
     assert set(p) == set(REQUIRED) - {"format"}
     return p

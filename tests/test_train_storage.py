@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gpurl.algos.base import Field
 from gpurl.train.storage import RolloutStorage
 
 pytestmark = pytest.mark.cpu
@@ -126,7 +127,8 @@ def test_step_outputs_are_views_of_the_right_slots(H):
     T, t = 4, 2
     s = make_storage(T, H)
     out = s.step_outputs(t)
-    assert all(x.is_contiguous() for x in out)  # the env's validate=True demands it
+    assert out.global_state is None and out.final_global_state is None  # no state_dim: the env's own
+    assert all(x.is_contiguous() for x in out[:5])  # the env's validate=True demands it
     out.obs.fill_(1.0)
     out.reward.fill_(2.0)
     out.terminated.fill_(True)
@@ -141,3 +143,24 @@ def test_step_outputs_are_views_of_the_right_slots(H):
 
     s.mark_starts(t)  # the next observation starts an episode where step t ended one
     assert only(s.starts, H + t + 1) and s.starts[H + t + 1].all()
+
+
+def test_global_state_and_carried_fields_take_their_slots_and_roll_over():
+    """With state_dim S: step t writes the state into slot t + 1 and the final state into slot t; the
+    state after the last step, and a carried field's slot T, start the next rollout (slot 0)."""
+    T, S = 3, 5
+    s = RolloutStorage(T, E, N, D, 1, torch.int64, 0, torch.device("cpu"),
+                       {"hidden": Field(shape=(4,), extra_steps=1, carried=True)}, state_dim=S)
+    s.start(torch.zeros(E, N, D), torch.full((E, S), 9.0))
+    assert (s.global_state[0] == 9.0).all() and not s.global_state[1:].any()
+    for t in range(T):
+        out = s.step_outputs(t)
+        assert out.global_state.data_ptr() == s.global_state[t + 1].data_ptr() and out.global_state.is_contiguous()
+        assert out.final_global_state.data_ptr() == s.final_global_state[t].data_ptr()
+        out.global_state.fill_(t + 1.0)
+        s.hidden[t + 1].fill_(10.0 + t)
+    assert set(s.buffers()) >= {"global_state", "final_global_state", "hidden"}
+    s.roll_over()
+    assert (s.global_state[0] == T).all() and (s.hidden[0] == 10.0 + T - 1).all()
+    with pytest.raises(ValueError, match="carried: it needs extra_steps >= 1"):
+        RolloutStorage(T, E, N, D, 1, torch.int64, 0, torch.device("cpu"), {"h": Field(carried=True)})

@@ -4,7 +4,7 @@ its checkpoint state (:mod:`gpurl.algos.base`); the trainer and the distribution
 ``ALGORITHMS`` maps ``--algo`` names to classes; :func:`register_algorithm` adds one.
 """
 from .base import ActorFragment, Algorithm, EnvSpec, Field, LearnContext, LearnerFragment
-from .ppo import A2C, PPO
+from .ppo import A2C, MAPPO, PPO
 
 ALGORITHMS: dict[str, type[Algorithm]] = {}
 
@@ -19,8 +19,8 @@ def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
     return cls
 
 
-for _cls in (PPO, A2C):
+for _cls in (PPO, A2C, MAPPO):
     register_algorithm(_cls)
 
 __all__ = ["ALGORITHMS", "A2C", "ActorFragment", "Algorithm", "EnvSpec", "Field", "LearnContext", "LearnerFragment",
-           "PPO", "register_algorithm"]
+           "MAPPO", "PPO", "register_algorithm"]

@@ -50,9 +50,11 @@ def global_agent_ids(E: int, n: int, env_offset: int, num_agents: int, group_sta
 
 
 def _act(policies: list[ActorCritic], inputs: list[torch.Tensor], ids: list[torch.Tensor], step: torch.Tensor,
-         seed: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """Every group's ``act`` in one call (one compiled graph per step, not one per group)."""
-    return [policy.act(x, i, step, seed) for policy, x, i in zip(policies, inputs, ids)]
+         seed: torch.Tensor, states: list | None = None) -> list[tuple]:
+    """Every group's ``act`` in one call (one compiled graph per step, not one per group); ``states``:
+    per group None (feed-forward) or (state in [B, H], start bool [B])."""
+    states = states or [None] * len(policies)
+    return [policy.act(x, i, step, seed, *(state or ())) for policy, x, i, state in zip(policies, inputs, ids, states)]
 
 
 _act_compiled = compile_step(_act)
@@ -84,10 +86,13 @@ class Acting:
 
     @torch.no_grad()
     def __call__(self, inputs: dict[str, torch.Tensor], step: torch.Tensor,
-                 outputs: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
-                 seed: torch.Tensor | None = None) -> None:
+                 outputs: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]],
+                 seed: torch.Tensor | None = None,
+                 carried: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None) -> None:
         """``inputs[name]`` float32 [E, n, in_dim]; step int64 [1]; writes ``outputs[name]`` = (action
-        [E, n, action_dims], log_prob [E, n], value [E, n]) (views of the rollout storage)."""
+        [E, n, action_dims], log_prob [E, n], value [E, n] or None for a policy without a critic)
+        (views of the rollout storage). A recurrent group's ``carried[name]`` = (state in float32 [E, n,
+        H], starts bool [E], state out [E, n, H]): the state is zeroed where starts, then stepped."""
         seed = self.seed if seed is None else seed
         for name, packed in self.packed.items():
             actor_step_triton(inputs[name], packed, step, seed, self.env_offset, self.num_agents, self.starts[name],
@@ -98,12 +103,19 @@ class Acting:
         rows = [inputs[name].reshape(E * n, D) for name, (E, n, D) in zip(self.torch_groups, shapes)]
         ids = [global_agent_ids(E, n, self.env_offset, self.num_agents, self.starts[name], rows[0].device)
                for name, (E, n, _) in zip(self.torch_groups, shapes)]
-        results = self._act([self.policies[name] for name in self.torch_groups], rows, ids, step, seed)
-        for name, (E, n, _), (a, lp, v, _) in zip(self.torch_groups, shapes, results):
+        states = [None] * len(rows)
+        if carried:
+            states = [(carried[name][0].reshape(E * n, -1), carried[name][1].repeat_interleave(n))
+                      for name, (E, n, _) in zip(self.torch_groups, shapes)]
+        results = self._act([self.policies[name] for name in self.torch_groups], rows, ids, step, seed, states)
+        for name, (E, n, _), (a, lp, v, h) in zip(self.torch_groups, shapes, results):
             action, log_prob, value = outputs[name]
             action.copy_(a.view(E, n, -1))
             log_prob.copy_(lp.view(E, n))
-            value.copy_(v.view(E, n))
+            if value is not None:
+                value.copy_(v.view(E, n))
+            if h is not None:
+                carried[name][2].copy_(h.view(E, n, -1))
 
 
 __all__ = ["ACTING_BACKENDS", "Acting", "global_agent_ids", "resolve_acting_backend"]

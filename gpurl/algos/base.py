@@ -44,6 +44,9 @@ class Field:
     dtype: torch.dtype = torch.float32
     per_agent: bool = True
     extra_steps: int = 0
+    #: slot T becomes slot 0 of the next iteration (and is saved in checkpoints): a state the actor
+    #: carries from step to step, like a recurrent policy's hidden state.
+    carried: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class EnvSpec:
     num_envs: int
     env_offset: int
     device: torch.device
+    #: S of the env's global state [E, S] (``env.global_state``, docs/specs/global_state.md)
+    state_dim: int = 0
 
 
 @dataclass
@@ -115,6 +120,8 @@ class Algorithm(ABC):
     name: ClassVar[str]
     #: one statistic per column of what the learner returns (NaN/Inf in any stops the run)
     stat_names: ClassVar[tuple[str, ...]]
+    #: the rollout storage keeps the env's global state (``global_state``, ``final_global_state``)
+    reads_global_state: ClassVar[bool] = False
 
     actor: ActorFragment
     learner: LearnerFragment

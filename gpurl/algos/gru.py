@@ -56,6 +56,9 @@ class RecurrentActor(nn.Module):
         self.input_gates = _gates(H, H, generator)
         self.hidden_gates = _gates(H, H, generator)
         self.head = mlp(H, widths[1:], out_dim, activation, out_gain, generator)
+        #: the cell :meth:`sequence` steps with: ``gru_cell``, or its compiled fast path (a learner sets
+        #: it; compiling the whole unrolled sequence would build one graph T steps long)
+        self.replay_cell = gru_cell
 
     def step(self, x: torch.Tensor, h: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = h * (~start).unsqueeze(-1).to(h.dtype)
@@ -69,7 +72,7 @@ class RecurrentActor(nn.Module):
         for t in range(x.shape[0]):
             h = h * keep[t]
             states.append(h)
-            h = gru_cell(embedded[t], h, self.input_gates, self.hidden_gates)
+            h = self.replay_cell(embedded[t], h, self.input_gates, self.hidden_gates)
             outputs.append(h)
         return self.head(torch.stack(outputs)), torch.stack(states)
 

@@ -1,20 +1,17 @@
-"""PPO and A2C: the first algorithm plug-ins (see :mod:`gpurl.algos.base`).
+"""PPO, A2C and MAPPO: the policy-gradient algorithm plug-ins (see :mod:`gpurl.algos.base`).
 
-One :class:`~.nets.ActorCritic` per trained group, shared by the group's agents.
-- Actor fragment: :class:`~.acting.Acting` writes every group's actions, log-probs and values at
-  slot t (fused Triton kernel, compiled or eager torch: all one definition, ``ActorCritic.act``).
-- Learner fragment: GAE(lambda) that bootstraps truncated episodes from the value of their final
-  observation and not terminated ones; then epochs x minibatches of :func:`~.ppo_loss.ppo_loss`
-  (eager or compiled), every group's gradients summed by the distribution policy, each group's
-  gradient norm clipped on its own, one Adam step.
+One :class:`~.nets.ActorCritic` per trained group, shared by the group's agents; ``recurrent="gru"``
+puts a GRU after its actor's first layer (:mod:`.gru`), whose state is a carried rollout field.
+- Actor fragment: :class:`~.acting.Acting` writes every group's actions and log-probs (and, for PPO,
+  values; and a recurrent actor's next state) at slot t: fused Triton kernel, compiled or eager torch,
+  all one definition, ``ActorCritic.act``. MAPPO then computes every group's values from the global
+  state at t in one pass (:class:`~.central_critic.CentralCritic`, once per env).
+- Learner fragment: :class:`~.ppo_learner.PPOLearner` (GAE, then epochs x minibatches of the PPO loss,
+  every group's gradients summed by the distribution policy, each network's gradient norm clipped on
+  its own, one Adam step).
 
-Minibatches are drawn from the *global* rollout (all envs of all ranks, flattened over [T, E, n]) by
-a generator every rank holds in the same state; a rank trains on the members of each minibatch that
-fall in its env shard, every mean is a sum divided by the global minibatch size, and the distribution
-policy sums gradients and moments over ranks. So the update is the same arithmetic however the envs
-are split: data-parallel on two ranks gives the parameters single-device training gives.
-
-A2C is PPO with one epoch, one minibatch and no clipping.
+A2C is PPO with one epoch, one minibatch and no clipping. MAPPO is PPO whose critics read the global
+state (optionally with the agent's one-hot id) and whose actors have no critic.
 """
 from __future__ import annotations
 
@@ -22,157 +19,44 @@ import torch
 from torch import nn
 
 from ..fusion.counter_rng import seed_tensor
-from ..fusion.gae import gae
-from ..profiling import nvtx_range
 from .acting import Acting
-from .base import Algorithm, EnvSpec, Field, LearnContext
+from .base import Algorithm, EnvSpec, Field
+from .central_critic import CentralCritic, ValueNorm
 from .compiling import compile_step
 from .flat import FlatParameters
 from .nets import ActorCritic
-from .ppo_loss import STAT_NAMES, GroupBatch, LossCoefficients, advantage_moments, groups_loss
+from .ppo_learner import LEARNING_BACKENDS, PPOLearner, central_values
+from .ppo_loss import STAT_NAMES
 
-LEARNING_BACKENDS = ("auto", "eager", "compiled")
+RECURRENT_CHOICES = ("none", "gru")
 
-_groups_loss_compiled = compile_step(groups_loss)
-
-
-def values(nets: list[ActorCritic], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Every group's value of its input rows [B, in_dim] -> [B], in one call."""
-    return [net.value(x) for net, x in zip(nets, inputs)]
-
-
-_values_compiled = compile_step(values)
+_central_values_compiled = compile_step(central_values)
 
 
 class PPOActor:
-    """Every trained group's policy at step t (untrained groups are the trainer's)."""
+    """Every trained group's policy at step t (untrained groups are the trainer's); with central
+    critics (MAPPO), then their values of the global state at t, one pass for all groups."""
 
-    inputs = ("obs[H + t]", "starts")
-    outputs = ("actions[t]", "log_prob[t]", "value[t]")
+    inputs = ("obs[H + t]", "starts", "hidden[t]", "global_state[t]")
+    outputs = ("actions[t]", "log_prob[t]", "value[t]", "hidden[t + 1]")
 
-    def __init__(self, groups, acting: Acting):
-        self.groups, self.acting = groups, acting
+    def __init__(self, groups, acting: Acting, recurrent: bool, critic_pass=None):
+        self.groups, self.acting, self.recurrent, self.critic_pass = groups, acting, recurrent, critic_pass
 
     def run(self, s, t: int, step: torch.Tensor, seed: torch.Tensor | None = None) -> None:
-        inputs, outputs = {}, {}
+        inputs, outputs, carried = {}, {}, {}
         for name in self.acting.policies:
             group = self.groups[name]
             a = group.agents
             inputs[name] = s.policy_input(t, t + 1, a, group.obs_dim)[0]
-            outputs[name] = (s.actions[t, :, a], s.log_prob[t, :, a], s.value[t, :, a])
-        self.acting(inputs, step, outputs, seed)
-
-
-class PPOLearner:
-    """Advantages and the PPO update over a whole rollout storage."""
-
-    inputs = ("obs", "starts", "final_obs", "reward", "terminated", "truncated", "actions", "log_prob", "value")
-    outputs = ("weights", "statistics")
-
-    def __init__(self, cfg, groups, nets: nn.ModuleDict, optimizer: torch.optim.Optimizer, flat: FlatParameters,
-                 backend: str):
-        self.cfg, self.groups, self.nets, self.optimizer, self.flat = cfg, groups, nets, optimizer, flat
-        self.coef = LossCoefficients(cfg.clip_coef, cfg.clip_vloss, cfg.vf_coef, cfg.ent_coef)
-        self.loss = _groups_loss_compiled if backend == "compiled" else groups_loss
-        self.values = _values_compiled if backend == "compiled" else values
-        self._final_value: torch.Tensor | None = None
-
-    def run(self, s, ctx: LearnContext) -> torch.Tensor:
-        with ctx.timer.phase("advantages"):
-            advantages, returns = self.advantages(s)
-        with ctx.timer.phase("learn"):
-            batches = self.group_batches(s, advantages, returns)
-            stats = self.update(batches, ctx)
-            if self.cfg.norm_obs:  # for the next rollout; this one's update saw the statistics it acted on
-                for name, batch in batches.items():
-                    self.nets[name].obs_norm.update(batch.inputs, ctx.comm)
-        return stats
-
-    @torch.no_grad()
-    def advantages(self, s) -> tuple[torch.Tensor, torch.Tensor]:
-        """GAE over the storage: float32 [T, E, N] advantages and returns (values of slot T and of the
-        final observations of truncated episodes computed here)."""
-        cfg, T = self.cfg, s.steps
-        if self._final_value is None or self._final_value.shape != s.reward.shape:
-            self._final_value = torch.zeros_like(s.reward)
-        final_value = self._final_value.zero_()
-        # The one host read of the iteration: which (t, e) were cut by the time limit.
-        ended_t, ended_e = s.truncated.nonzero(as_tuple=True)  # host-ok: after the rollout
-        nets = list(self.nets.values())
-        agents = [self.groups[name].agents for name in self.nets]
-        dims = [self.groups[name].obs_dim for name in self.nets]
-        last = [s.policy_input(T, T + 1, a, d)[0] for a, d in zip(agents, dims)]
-        for a, x, v in zip(agents, last, self.values(nets, [x.reshape(-1, x.shape[-1]) for x in last])):
-            s.value[T, :, a] = v.view(x.shape[:2])
-        if len(ended_t):
-            final = [s.final_input(ended_t, ended_e, a, d) for a, d in zip(agents, dims)]
-            # Their count changes every iteration (one env, or many): tensors of their own (no view of a
-            # batch-sized base) with an unbacked size, so that no count specialises the compiled pass.
-            rows = [x.reshape(-1, x.shape[-1]).clone() for x in final]
-            for x in rows:
-                torch._dynamo.decorators.mark_unbacked(x, 0)
-            for a, x, v in zip(agents, final, self.values(nets, rows)):
-                final_value[ended_t, ended_e, a] = v.view(x.shape[:2])
-        backend = {"eager": "torch", "triton": "triton"}.get(cfg.policy_backend, "auto")
-        with nvtx_range("gae"):
-            return gae(s.reward, s.value, final_value, s.terminated, s.truncated, cfg.gamma, cfg.gae_lambda,
-                       backend=backend)
-
-    @torch.no_grad()
-    def group_batches(self, s, advantages: torch.Tensor, returns: torch.Tensor) -> dict[str, GroupBatch]:
-        """Each group's samples with its inputs normalised once: the statistics are fixed during an
-        update (they move after it, see :meth:`run`)."""
-        batches = {}
-        for name, net in self.nets.items():
-            group = self.groups[name]
-            a = group.agents
-            inputs = s.policy_input(0, s.steps, a, group.obs_dim)
-            batches[name] = GroupBatch(
-                inputs=net.normalize(inputs.reshape(-1, inputs.shape[-1])),
-                actions=s.actions[:, :, a].reshape(-1, s.actions.shape[-1]),
-                log_prob=s.log_prob[:, :, a].reshape(-1), advantages=advantages[:, :, a].reshape(-1),
-                returns=returns[:, :, a].reshape(-1), values=s.value[:-1, :, a].reshape(-1),
-                agents=a.stop - a.start)
-        return batches
-
-    def update(self, batches: dict[str, GroupBatch], ctx: LearnContext) -> torch.Tensor:
-        """Epochs x minibatches over every group's batch; returns the mean statistics per group,
-        float32 [groups, len(STAT_NAMES)], the same on every rank."""
-        cfg, shard = self.cfg, ctx.shard
-        names = list(batches)
-        # Samples per group over all ranks: this rank's rows hold shard.size of the shard.total envs.
-        sizes = {name: len(b) // shard.size * shard.total for name, b in batches.items()}
-        device = self.flat.grad.device
-        totals = torch.zeros(len(names), len(STAT_NAMES), device=device)
-        no_norm = (torch.zeros((), device=device), torch.ones((), device=device))
-        steps = 0
-        for _ in range(cfg.epochs):
-            chunks = {name: torch.randperm(sizes[name], device=device, generator=ctx.generator).tensor_split(cfg.minibatches)
-                      for name in names}
-            for m in range(cfg.minibatches):
-                present, mbs, mb_sizes, moments = [], [], [], []
-                for g, name in enumerate(names):
-                    chunk = chunks[name][m]
-                    mb = batches[name].rows(shard.localize(chunk, batches[name].agents))
-                    size = len(chunk)
-                    moment = (advantage_moments(mb.advantages, size, ctx.comm) if cfg.norm_adv and size > 1
-                              else no_norm)
-                    if len(mb):  # a rank may hold none of a minibatch: its gradients stay zero
-                        present.append(g)
-                        mbs.append(mb)
-                        mb_sizes.append(size)
-                        moments.append(moment)
-                self.flat.grad.zero_()
-                if present:
-                    loss, stats = self.loss([self.nets[names[g]] for g in present], mbs, mb_sizes, moments, self.coef)
-                    loss.backward()
-                    totals[present] += stats
-                ctx.reduce_gradients([self.flat.grad])
-                if cfg.max_grad_norm > 0:
-                    self.flat.clip_(cfg.max_grad_norm)
-                self.optimizer.step()
-                steps += 1
-        return ctx.comm.all_reduce_(totals / steps)
+            outputs[name] = (s.actions[t, :, a], s.log_prob[t, :, a],
+                             None if self.critic_pass is not None else s.value[t, :, a])
+            if self.recurrent:
+                carried[name] = (s.hidden[t, :, a], s.starts[s.history + t], s.hidden[t + 1, :, a])
+        self.acting(inputs, step, outputs, seed, carried or None)
+        if self.critic_pass is not None:
+            for name, v in zip(self.acting.policies, self.critic_pass(s.global_state[t])):
+                s.value[t, :, self.groups[name].agents] = v
 
 
 class PPO(Algorithm):
@@ -180,17 +64,35 @@ class PPO(Algorithm):
 
     name = "ppo"
     stat_names = STAT_NAMES
+    #: MAPPO: critics on the global state instead of each policy's own
+    central_critic = False
 
     def __init__(self, config, spec: EnvSpec, trained: list[str], seed: int, generator: torch.Generator):
         cfg = self.config = config
         self.spec, self.trained = spec, trained
         groups = spec.groups
+        if cfg.recurrent not in RECURRENT_CHOICES:
+            raise ValueError(f"recurrent must be one of {RECURRENT_CHOICES}, got {cfg.recurrent!r}")
+        self.recurrent = cfg.recurrent == "gru"
         self.nets = nn.ModuleDict({
             name: ActorCritic(groups[name].obs_dim * cfg.frame_stack, groups[name].action_space, cfg.hidden,
-                              cfg.activation, cfg.norm_obs, generator)
+                              cfg.activation, cfg.norm_obs, generator, recurrent=self.recurrent,
+                              critic=not self.central_critic)
             for name in trained
         }).to(spec.device)
-        self.flat = FlatParameters(self.nets)
+        self.critics = self.value_norms = None
+        if self.central_critic:
+            if spec.state_dim < 1:
+                raise ValueError(f"{self.name} needs the env's global state, and this env has none (global_state_dim 0)")
+            self.critics = nn.ModuleDict({
+                name: CentralCritic(spec.state_dim, groups[name].agents.stop - groups[name].agents.start,
+                                    cfg.hidden, cfg.activation, cfg.critic_agent_id, cfg.norm_obs, generator)
+                for name in trained}).to(spec.device)
+            if cfg.value_norm:
+                self.value_norms = nn.ModuleDict({name: ValueNorm() for name in trained}).to(spec.device)
+        # Every trained network's parameters as views of one flat parameter; each clipped on its own.
+        self.trainable = nn.ModuleDict({**self.nets, **{f"critic:{k}": c for k, c in (self.critics or {}).items()}})
+        self.flat = FlatParameters(self.trainable)
         # One flat parameter, fused: the whole step is one kernel.
         self.optimizer = torch.optim.Adam([self.flat.param], lr=cfg.lr, eps=1e-5, fused=True)
         self.acting = Acting({name: self.nets[name] for name in trained},
@@ -199,14 +101,29 @@ class PPO(Algorithm):
         if cfg.learner_backend not in LEARNING_BACKENDS:
             raise ValueError(f"learner_backend must be one of {LEARNING_BACKENDS}, got {cfg.learner_backend!r}")
         self.learning_backend = "eager" if cfg.learner_backend == "eager" else "compiled"
-        self.actor = PPOActor(groups, self.acting)
-        self.learner = PPOLearner(cfg, groups, self.nets, self.optimizer, self.flat, self.learning_backend)
+        critic_pass = None
+        if self.central_critic:
+            critics = list(self.critics.values())
+            norms = [None if self.value_norms is None else self.value_norms[k] for k in trained]
+            values = central_values if cfg.policy_backend == "eager" else _central_values_compiled
+            critic_pass = torch.no_grad()(lambda states: values(critics, norms, states))
+        self.actor = PPOActor(groups, self.acting, self.recurrent, critic_pass)
+        self.learner = PPOLearner(cfg, groups, self.nets, self.optimizer, self.flat, self.learning_backend,
+                                  self.critics, self.value_norms)
 
     def fields(self) -> dict[str, Field]:
-        return {"log_prob": Field(), "value": Field(extra_steps=1)}
+        fields = {"log_prob": Field(), "value": Field(extra_steps=1)}
+        if self.recurrent:  # hidden[t]: the state entering step t (before an episode start zeroes it)
+            fields["hidden"] = Field(shape=(self.config.hidden[0],), extra_steps=1, carried=True)
+        return fields
+
+    def _modules(self) -> nn.ModuleDict:
+        return nn.ModuleDict({"nets": self.nets, **({"critics": self.critics} if self.critics is not None else {}),
+                              **({"value_norms": self.value_norms} if self.value_norms is not None else {})})
 
     def weights(self) -> list[torch.Tensor]:
-        return [self.flat.param, *self.nets.buffers()]  # the parameters are views of the flat one
+        # The parameters are views of the flat one; then every statistic the actors read.
+        return [self.flat.param, *self._modules().buffers()]
 
     def sync_actors(self) -> None:
         self.acting.sync()
@@ -214,6 +131,14 @@ class PPO(Algorithm):
     def backends(self) -> dict[str, str]:
         acting = sorted(set(self.acting.backends.values()))
         return {"acting": "/".join(acting) or "none", "learning": self.learning_backend}
+
+    def state_dict(self) -> dict:
+        return {"nets": self._modules().state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._modules().load_state_dict(state["nets"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.sync_actors()
 
 
 class A2C(PPO):
@@ -227,4 +152,13 @@ class A2C(PPO):
         return config
 
 
-__all__ = ["A2C", "LEARNING_BACKENDS", "PPO"]
+class MAPPO(PPO):
+    """Multi-agent PPO: each group's critic reads the env's global state (with the agent's one-hot id
+    when ``critic_agent_id``), values optionally normalised (``value_norm``); the actors are PPO's."""
+
+    name = "mappo"
+    central_critic = True
+    reads_global_state = True
+
+
+__all__ = ["A2C", "LEARNING_BACKENDS", "MAPPO", "PPO", "RECURRENT_CHOICES"]

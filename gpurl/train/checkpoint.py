@@ -20,9 +20,12 @@ from pathlib import Path
 import torch
 
 FORMAT_PREFIX = "gpurl-checkpoint-v"
-FORMAT = f"{FORMAT_PREFIX}4"  # v3: the algorithm's own state under "algo_state"; v4: the run's id under "run_id"
+# v3: the algorithm's own state under "algo_state"; v4: the run's id under "run_id"; v5: "carried", the
+# storage's slot-0 buffers a rollout continues from (global state, recurrent states)
+FORMAT = f"{FORMAT_PREFIX}5"
 REQUIRED = ("format", "config", "iteration", "env_steps", "algorithm", "algo_state", "generator", "sample_generator",
-            "step_counter", "env_state", "history_obs", "history_starts", "episode_stats", "extras", "run_id")
+            "step_counter", "env_state", "history_obs", "history_starts", "episode_stats", "extras", "run_id",
+            "carried")
 
 
 class CheckpointError(ValueError):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 
 from ..algos import ALGORITHMS
 from ..algos.acting import ACTING_BACKENDS
-from ..algos.ppo import LEARNING_BACKENDS
+from ..algos.ppo import LEARNING_BACKENDS, RECURRENT_CHOICES
 from ..envs.params import RANGE, check_fields, span
 from ..envs.registry import import_env_module
 from ..envs.tag_continuous.params import TAG_5V1000, TAG_10V100
@@ -48,7 +48,8 @@ class TrainConfig:
     iters: int = _doc("training iterations (rollout + update); 0 derives it from total_steps", default=0, ge=0)
     total_steps: int = _doc("env steps to train for (num_envs per step) when iters is 0", default=0, ge=0)
     rollout_len: int = _doc("steps per env per iteration (T)", default=64, ge=1)
-    algo: str = _doc("registered algorithm: 'ppo', or 'a2c' (= one epoch, one minibatch, no clipping)",
+    algo: str = _doc("registered algorithm: 'ppo', 'a2c' (= one epoch, one minibatch, no clipping), or 'mappo' "
+                     "(PPO with critics on the env's global state)",
                      default="ppo")
     epochs: int = _doc("passes over each rollout", default=4, ge=1)
     minibatches: int = _doc("minibatches per epoch (per group)", default=4, ge=1)
@@ -66,6 +67,14 @@ class TrainConfig:
     activation: str = _doc("'tanh' or 'relu'", default="tanh")
     norm_obs: bool = _doc("normalise policy inputs by running mean/std (updated between iterations)",
                           default=True)
+    recurrent: str = _doc("'gru': a GRU after the actor's first layer, its state carried from step to step and "
+                          "replayed over whole rollout sequences by the learner (PPO, A2C, MAPPO); 'none': MLP",
+                          default="none")
+    critic_agent_id: bool = _doc("mappo: the critic reads the global state with the agent's one-hot id (the MAPPO "
+                                 "paper's agent-specific global state); off: one value per env and group",
+                                 default=True)
+    value_norm: bool = _doc("mappo: the critic predicts values normalised by running statistics of the returns",
+                            default=False)
     frame_stack: int = _doc("observations per policy input (the current one and frame_stack - 1 before it)",
                             default=1, ge=1)
     policy_backend: str = _doc("acting: 'triton' (one fused kernel per group), 'compiled' (torch.compile of the "
@@ -121,11 +130,16 @@ class TrainConfig:
         if not c.hidden or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in c.hidden):
             raise ValueError(f"hidden must be widths >= 1, got {c.hidden!r}")
         for name, choices in (("policy_backend", ACTING_BACKENDS), ("learner_backend", LEARNING_BACKENDS),
-                              ("dist", DIST_CHOICES)):
+                              ("dist", DIST_CHOICES), ("recurrent", RECURRENT_CHOICES)):
             if getattr(c, name) not in choices:
                 raise ValueError(f"{name} must be one of {list(choices)}, got {getattr(c, name)!r}")
         if c.nsys_iters and (len(c.nsys_iters) != 2 or not 0 <= c.nsys_iters[0] < c.nsys_iters[1]):
             raise ValueError(f"nsys_iters must be two iterations first < last (e.g. 2,4), got {c.nsys_iters!r}")
+        if c.value_norm and c.algo != "mappo":
+            raise ValueError(f"value_norm normalises a central critic's values: it needs algo 'mappo', got {c.algo!r}")
+        if c.recurrent != "none" and c.num_envs < c.minibatches:
+            raise ValueError(f"a recurrent policy's minibatches are drawn over envs: num_envs ({c.num_envs}) must be "
+                             f">= minibatches ({c.minibatches})")
         if c.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {c.activation!r}")
         for spec in c.env_modules:

@@ -18,15 +18,19 @@ from ..envs.memory import require_memory
 
 #: Buffers every storage has; an algorithm's fields may not reuse these names.
 ENV_FIELDS = ("obs", "starts", "final_obs", "reward", "terminated", "truncated", "actions")
+#: The env's global state, kept when an algorithm reads it (``state_dim`` > 0: MAPPO's critic).
+STATE_FIELDS = ("global_state", "final_global_state")
 
 
 def rollout_bytes(steps: int, num_envs: int, num_agents: int, obs_dim: int, action_dims: int,
-                  action_dtype: torch.dtype, history: int, fields: dict[str, Field] | None = None) -> int:
+                  action_dtype: torch.dtype, history: int, fields: dict[str, Field] | None = None,
+                  state_dim: int = 0) -> int:
     """Bytes of every buffer :class:`RolloutStorage` allocates for these sizes (checked before allocating)."""
     T, E, N, D, H = steps, num_envs, num_agents, obs_dim, history
     total = (H + T + 1) * E * (N * D * 4 + 1)  # obs float32, starts bool
     total += T * E * N * D * 4 + T * E * N * 4 + 2 * T * E  # final_obs, reward, terminated + truncated
     total += T * E * N * action_dims * action_dtype.itemsize
+    total += (2 * T + 1) * E * state_dim * 4  # global_state, final_global_state
     for f in (fields or {}).values():
         rows = E * N if f.per_agent else E
         total += (T + f.extra_steps) * rows * math.prod(f.shape) * f.dtype.itemsize
@@ -42,14 +46,18 @@ class RolloutStorage:
     - ``final_obs`` float32 [T, E, N, D]: last observation of an episode that ended at step t (rows of
       other envs are stale).
     - ``reward`` float32 [T, E, N]; ``terminated``/``truncated`` bool [T, E]; ``actions`` [T, E, N, A].
-    - one attribute per field of ``fields`` (an algorithm's declaration), [T + extra, E, (N,) *shape].
+    - one attribute per field of ``fields`` (an algorithm's declaration), [T + extra, E, (N,) *shape];
+      a ``carried`` field's slot T moves to slot 0 at :meth:`roll_over` (a recurrent state).
+    - with ``state_dim`` S > 0 (an algorithm that reads the env's global state): ``global_state``
+      float32 [T + 1, E, S] (slot t: the state the actor sees at step t) and ``final_global_state``
+      [T, E, S] (the last state of an episode that ended at step t; rows of other envs are stale).
     """
 
     def __init__(self, steps: int, num_envs: int, num_agents: int, obs_dim: int, action_dims: int,
                  action_dtype: torch.dtype, history: int, device: torch.device,
-                 fields: dict[str, Field] | None = None):
+                 fields: dict[str, Field] | None = None, state_dim: int = 0):
         T, E, N, D, H = steps, num_envs, num_agents, obs_dim, history
-        needed = rollout_bytes(T, E, N, D, action_dims, action_dtype, H, fields)
+        needed = rollout_bytes(T, E, N, D, action_dims, action_dtype, H, fields, state_dim)
         require_memory(needed, device, f"the rollout storage of num_envs={E} x rollout_len={T} steps "
                        f"({N} agents, obs {D})", "lower num_envs (--num-envs) or rollout_len (--rollout-len)")
         self.steps, self.history = T, H
@@ -62,40 +70,64 @@ class RolloutStorage:
         self.terminated = torch.zeros(T, E, **flag)
         self.truncated = torch.zeros(T, E, **flag)
         self.actions = torch.zeros(T, E, N, action_dims, dtype=action_dtype, device=device)
+        self.state_dim = state_dim
+        self.global_state = torch.zeros(T + 1, E, state_dim, **f32)
+        self.final_global_state = torch.zeros(T, E, state_dim, **f32)
         self.fields = dict(fields or {})
         for name, f in self.fields.items():
-            if name in ENV_FIELDS or name.startswith("_") or hasattr(self, name):
-                raise ValueError(f"an algorithm's rollout field may not be called {name!r} (taken: {ENV_FIELDS})")
+            if name in ENV_FIELDS + STATE_FIELDS or name.startswith("_") or hasattr(self, name):
+                raise ValueError(f"an algorithm's rollout field may not be called {name!r} "
+                                 f"(taken: {ENV_FIELDS + STATE_FIELDS})")
+            if f.carried and f.extra_steps < 1:
+                raise ValueError(f"rollout field {name!r} is carried: it needs extra_steps >= 1 (slot T)")
             rows = (E, N) if f.per_agent else (E,)
             setattr(self, name, torch.zeros(T + f.extra_steps, *rows, *f.shape, dtype=f.dtype, device=device))
 
     def buffers(self) -> dict[str, torch.Tensor]:
         """Every buffer by name (envs on dim 1): what a central learner gathers from the actors."""
-        return {name: getattr(self, name) for name in (*ENV_FIELDS, *self.fields)}
+        state = STATE_FIELDS if self.state_dim else ()
+        return {name: getattr(self, name) for name in (*ENV_FIELDS, *state, *self.fields)}
 
-    def start(self, first_obs: torch.Tensor) -> None:
-        """Begin from freshly reset envs: ``first_obs`` [E, N, D] is every env's first observation."""
+    def start(self, first_obs: torch.Tensor, first_state: torch.Tensor | None = None) -> None:
+        """Begin from freshly reset envs: ``first_obs`` [E, N, D] is every env's first observation,
+        ``first_state`` [E, S] their global state (needed when ``state_dim`` > 0)."""
         H = self.history
         self.obs[:H].zero_()
         self.obs[H].copy_(first_obs)
         self.starts[:H + 1] = True
+        if self.state_dim:
+            self.global_state[0].copy_(first_state)
+        for name, f in self.fields.items():
+            if f.carried:
+                getattr(self, name)[0].zero_()
 
     def step_outputs(self, t: int) -> StepOutputs:
         """Where the env's step t writes: next observation into slot H + t + 1, the rest into slot t."""
+        state = dict(global_state=self.global_state[t + 1], final_global_state=self.final_global_state[t])
         return StepOutputs(obs=self.obs[self.history + t + 1], reward=self.reward[t],
                            terminated=self.terminated[t], truncated=self.truncated[t],
-                           final_obs=self.final_obs[t])
+                           final_obs=self.final_obs[t], **(state if self.state_dim else {}))
 
     def mark_starts(self, t: int) -> None:
         """After step t: the next observation starts an episode where step t ended one."""
         torch.logical_or(self.terminated[t], self.truncated[t], out=self.starts[self.history + t + 1])
 
     def roll_over(self) -> None:
-        """Carry the last H + 1 observations to the front for the next iteration."""
+        """Carry the last H + 1 observations, the global state after the last step and the carried
+        fields' slot T to the front for the next iteration."""
         T, H = self.steps, self.history
         # clone: with T < H + 1 the two ranges overlap.
         self.obs[:H + 1] = self.obs[T:T + H + 1].clone()
         self.starts[:H + 1] = self.starts[T:T + H + 1].clone()
+        if self.state_dim:
+            self.global_state[0].copy_(self.global_state[T])
+        for name in self.carried():
+            buffer = getattr(self, name)
+            buffer[0].copy_(buffer[T])
+
+    def carried(self) -> list[str]:
+        """The fields whose slot 0 continues the previous iteration (saved in checkpoints)."""
+        return [name for name, f in self.fields.items() if f.carried]
 
     # ---- policy inputs ---------------------------------------------------------------------------
 

@@ -62,7 +62,8 @@ class Trainer:
             raise ValueError(f"train_groups names unknown group(s) {unknown}; {cfg.env} has {list(groups)}")
         self.trained = [g for g in groups if not cfg.train_groups or g in cfg.train_groups]
         spec = EnvSpec(groups=dict(groups), num_agents=self.env.num_agents, obs_dim=self.env.obs_dim,
-                       num_envs=self.shard.size, env_offset=self.shard.lo, device=self.device)
+                       num_envs=self.shard.size, env_offset=self.shard.lo, device=self.device,
+                       state_dim=self.env.global_state_dim)
         # Initial weights from a generator of their own: the same on every rank, no global seed set.
         init = torch.Generator().manual_seed(cfg.seed)
         self.algo = ALGORITHMS[cfg.algo](cfg, spec, self.trained, cfg.seed, init)
@@ -92,14 +93,14 @@ class Trainer:
         self.iteration = 0
         self.env_steps = 0
         with nvtx_range("reset"):
-            self.storage.start(self.env.reset())
+            self.storage.start(self.env.reset(), self.env.global_state)
         self._weights_changed(placement.start(self.algo.weights()))
 
     def _storage(self, num_envs: int, steps: int | None = None, env=None) -> RolloutStorage:
         env = env or self.env
         return RolloutStorage(steps or self.config.rollout_len, num_envs, env.num_agents, env.obs_dim,
                               env.action_dims, env.action_dtype, self.config.frame_stack - 1, self.device,
-                              self.algo.fields())
+                              self.algo.fields(), env.global_state_dim if self.algo.reads_global_state else 0)
 
     def _weights_changed(self, changed: bool) -> None:
         if changed:
@@ -187,7 +188,7 @@ class Trainer:
         generator = torch.Generator(self.device).manual_seed(seed + 1_000_003 * self.placement.rank)
         step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         policy_seed = seed_tensor(seed, self.device)
-        s.start(env.reset())
+        s.start(env.reset(), env.global_state)
         results: dict[str, float] = {}
         for step in range(1, max_steps + 1):
             self._act(s, 0, step_counter, generator, random=random, seed=policy_seed)
@@ -214,7 +215,7 @@ class Trainer:
         generator = torch.Generator(self.device).manual_seed(seed)
         step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         policy_seed = seed_tensor(seed, self.device)
-        s.start(env.reset())
+        s.start(env.reset(), env.global_state)
 
         def step():
             self._act(s, 0, step_counter, generator, random=random, seed=policy_seed)
@@ -241,6 +242,8 @@ class Trainer:
         env_state = {f.name: comm.gather_cat(getattr(self.env.state, f.name), 0)
                      for f in dataclasses.fields(self.env.state)}
         history_obs, history_starts = comm.gather_cat(s.obs[:H + 1], 1), comm.gather_cat(s.starts[:H + 1], 1)
+        # What slot 0 of the next rollout continues from: the global state, recurrent states.
+        carried = {name: comm.gather_cat(getattr(s, name)[0], 0) for name in self._carried_buffers()}
         stats = self.stats.state_dict()
         running = comm.gather_cat(stats["running"], 0)
         totals = comm.all_reduce_(torch.cat([stats["done_sum"], stats["done_count"].view(1)]))
@@ -251,7 +254,7 @@ class Trainer:
             "algorithm": self.config.algo, "algo_state": self.algo.state_dict(),
             "generator": self.generator.get_state(), "sample_generator": self.sample_generator.get_state(),
             "step_counter": self.step_counter, "env_state": env_state, "history_obs": history_obs,
-            "history_starts": history_starts,
+            "history_starts": history_starts, "carried": carried,
             "episode_stats": {"running": running, "done_sum": totals[:-1], "done_count": totals[-1]},
             "world_size": self.placement.world_size, "dist": self.placement.name,
         })
@@ -270,6 +273,8 @@ class Trainer:
             getattr(self.env.state, name).copy_(tensor[lo:hi])
         s.obs[:H + 1].copy_(state["history_obs"][:, lo:hi])
         s.starts[:H + 1].copy_(state["history_starts"][:, lo:hi])
+        for name in self._carried_buffers():
+            getattr(s, name)[0].copy_(state["carried"][name][lo:hi])
         self.algo.load_state_dict(state["algo_state"])
         self.generator.set_state(state["generator"])
         if self.placement.is_main:  # other ranks keep their own acting stream
@@ -282,6 +287,10 @@ class Trainer:
         self.iteration, self.env_steps = int(state["iteration"]), int(state["env_steps"])
         self._weights_changed(self.placement.start(self.algo.weights()))
         self.algo.sync_actors()
+
+    def _carried_buffers(self) -> list[str]:
+        """Storage buffers whose slot 0 continues the last rollout (besides the observation history)."""
+        return (["global_state"] if self.storage.state_dim else []) + self.storage.carried()
 
     def _check_env_fits(self, state: dict) -> None:
         """ValueError naming the first env state field or observation shape the checkpoint's env does not

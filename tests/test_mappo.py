@@ -1,0 +1,93 @@
+"""MAPPO: the central critic against the MLP it stands for, its gradients reach only its own parameters,
+the actor never reads the global state, the acting pass's per-env values are the per-agent definition,
+value normalisation, and the config checks."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gpurl.algos.central_critic import CentralCritic, ValueNorm
+from gpurl.algos.ppo_loss import policy_terms, value_terms
+from gpurl.train import Trainer
+
+from test_train_ppo import run_iterations, tiny_config
+
+pytestmark = pytest.mark.cpu
+
+
+def test_central_critic_is_an_mlp_over_the_state_and_the_agents_one_hot():
+    critic = CentralCritic(11, 4, (16, 8), "tanh", agent_id=True, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        critic.state_norm.mean.normal_()
+        critic.state_norm.var.uniform_(0.5, 2)
+    states = torch.randn(6, 11)
+    # The reference: one row per (env, agent), [normalised state, one-hot id] through the whole MLP.
+    x = torch.cat([critic.state_norm(states).repeat_interleave(4, 0), torch.eye(4).repeat(6, 1)], 1)
+    want = critic.rest(critic.first_activation(critic.first(x))).view(6, 4)
+    torch.testing.assert_close(critic.values(states), want, rtol=1e-5, atol=1e-6)
+    agent = torch.tensor([0, 3, 1, 2, 2, 0])
+    torch.testing.assert_close(critic.value_of(states, agent), want[torch.arange(6), agent], rtol=1e-5, atol=1e-6)
+    shared = CentralCritic(11, 4, (16, 8), "tanh", agent_id=False, generator=torch.Generator().manual_seed(0))
+    v = shared.values(states)
+    assert v.shape == (6, 4) and torch.equal(v, v[:, :1].expand(-1, 4))
+
+
+def test_value_norm_normalises_returns_and_inverts():
+    norm = ValueNorm()
+    returns = torch.randn(500) * 7 + 3
+    norm.update(returns)
+    z = norm.normalize(returns)
+    assert abs(z.mean().item()) < 1e-3 and abs(z.std().item() - 1) < 1e-2
+    torch.testing.assert_close(norm.denormalize(z), returns, rtol=1e-5, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def mappo():
+    trainer = Trainer(tiny_config(algo="mappo", value_norm=True))
+    run_iterations(trainer, 1)
+    trainer.rollout()
+    return trainer
+
+
+def test_critic_gradients_reach_only_the_critics_and_policy_gradients_only_the_actors(mappo):
+    algo, learner, s = mappo.algo, mappo.algo.learner, mappo.storage
+    advantages, returns = learner.advantages(s)
+    batches, critic_batches = learner.group_batches(s, advantages, returns), learner.critic_batches(s, returns)
+    coef, one = learner.coef, torch.ones(())
+    for name, net in algo.nets.items():
+        critic, mb, cmb = algo.critics[name], batches[name], critic_batches[name]
+        log_prob, entropy, own_value = net.evaluate(mb.inputs, mb.actions, normalized=True)
+        assert own_value is None and net.critic is None
+        policy_loss = policy_terms(log_prob, entropy, mb.log_prob, mb.advantages, len(mb), 0 * one, one, coef)[0]
+        value_loss = value_terms(critic.values(cmb.states), cmb.values, cmb.returns, cmb.returns.numel(), coef)
+        for loss, reaches, spared in ((policy_loss, net, critic), (value_loss, critic, net)):
+            algo.flat.grad.zero_()
+            loss.backward()
+            assert all(torch.count_nonzero(p.grad) == 0 for p in spared.parameters())
+            assert sum(torch.count_nonzero(p.grad) for p in reaches.parameters()) > 0
+
+
+def test_the_actor_never_reads_the_global_state_and_values_come_once_per_env(mappo):
+    algo, s = mappo.algo, mappo.storage
+    t, step = 3, torch.tensor([77])
+    algo.actor.run(s, t, step)
+    actions, log_prob, value = s.actions[t].clone(), s.log_prob[t].clone(), s.value[t].clone()
+    # The per-env pass equals the per-agent definition value_of(state, agent), de-normalised.
+    for name, critic in algo.critics.items():
+        a = mappo.env.groups[name].agents
+        E, n = s.global_state.shape[1], a.stop - a.start
+        per_agent = critic.value_of(s.global_state[t].repeat_interleave(n, 0), torch.arange(n).repeat(E))
+        want = algo.value_norms[name].denormalize(per_agent).view(E, n)
+        torch.testing.assert_close(value[:, a], want, rtol=1e-5, atol=1e-5)
+    s.global_state[t] += 5 * torch.randn_like(s.global_state[t])
+    algo.actor.run(s, t, step)
+    assert torch.equal(s.actions[t], actions) and torch.equal(s.log_prob[t], log_prob)
+    assert not torch.allclose(s.value[t], value)
+
+
+def test_mappo_needs_its_options_and_trains_with_every_one():
+    with pytest.raises(ValueError, match="value_norm .* needs algo 'mappo'"):
+        tiny_config(value_norm=True)
+    for options in (dict(critic_agent_id=False), dict(critic_agent_id=True, value_norm=True)):
+        losses = run_iterations(Trainer(tiny_config(algo="mappo", **options)), 2)[-1]
+        assert all(v == v for v in losses.values()) and losses["v_loss/runner"] > 0
