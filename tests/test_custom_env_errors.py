@@ -153,7 +153,7 @@ def test_the_example_env_with_a_wrong_array_shape(author):
     with pytest.raises(KernelTypingError) as info:
         env.reset()
     message = str(info.value)
-    assert "kernel 'broken_foraging' (cpu build) does not compile, phase 0 of 9, move (per agent)" in message
+    assert "kernel 'broken_foraging' (cpu build) does not compile, phase 0 of 11, move (per agent)" in message
     assert 'custom_env.py", line' in message and "s.hit is uint8 ndarray of shape [2] (1-d)" in message
 
 

@@ -24,7 +24,8 @@ from gridworld_harness import STATE_KEYS, make_small, random_actions, run_agains
 pytestmark = pytest.mark.gpu
 
 PARAMS = dict(num_taggers=12, grid_length=6, episode_length=9)
-WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated")  # and every array of env._tensors
+WRITTEN = ("obs", "final_obs", "reward", "terminated", "truncated", "global_state",
+           "final_global_state")  # and every array of env._tensors
 
 
 def make_pair(device, **overrides):
@@ -103,7 +104,9 @@ def test_frozen_envs_masked_reseed_int32_actions_and_out_match_numba_build(requi
         out = StepOutputs(obs=torch.zeros(E, N, D, device=dev), reward=torch.zeros(E, N, device=dev),
                           terminated=torch.zeros(E, dtype=torch.bool, device=dev),
                           truncated=torch.zeros(E, dtype=torch.bool, device=dev),
-                          final_obs=torch.zeros(E, N, D, device=dev))
+                          final_obs=torch.zeros(E, N, D, device=dev),
+                          global_state=torch.zeros(E, env.global_state_dim, device=dev),
+                          final_global_state=torch.zeros(E, env.global_state_dim, device=dev))
         env.step(actions, out=out)
         outs.append(out)
     for name in StepOutputs._fields:

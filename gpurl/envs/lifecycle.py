@@ -74,9 +74,12 @@ def copy_final_outputs(e, i, s, c, actions):
 def observations_to_state(e, i, s, c, actions):
     """The default global state: agent i's observation (its group's ``obs_dim`` features) at its offset
     (``s.global_state_layout[i] = (offset, obs_dim)``)."""
-    offset = s.global_state_layout[i, 0]
-    for f in range(s.global_state_layout[i, 1]):
-        s.global_state[e, offset + f] = s.obs[e, i, f]
+    # Unsigned indices: Numba skips the negative-index wraparound of every access (this runs every step).
+    offset = np.uint64(s.global_state_layout[i, 0])
+    obs = s.obs[e, i]
+    state = s.global_state[e]
+    for f in range(np.uint64(s.global_state_layout[i, 1])):
+        state[offset + f] = obs[f]
 
 
 def default_state_phases() -> list[Phase]:
