@@ -32,14 +32,15 @@ def free_port() -> int:
 
 def worker_env() -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests"), env.get("PYTHONPATH", "")])
     return env
 
 
-def torchrun(nproc: int, args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
-    """``torchrun --nproc_per_node=nproc bench/tag_ppo.py args``; raises with the output on failure."""
+def torchrun(nproc: int, args: list[str], timeout: float = 600, script: str = TAG_PPO) -> subprocess.CompletedProcess:
+    """``torchrun --nproc_per_node=nproc script args`` (bench/tag_ppo.py by default); raises with the
+    output on failure."""
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-           f"--master_port={free_port()}", TAG_PPO, *args]
+           f"--master_port={free_port()}", script, *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=worker_env(), cwd=REPO)
     if done.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}")

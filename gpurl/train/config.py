@@ -194,6 +194,13 @@ PRESETS: dict[str, dict] = {
     # frame stack; two episodes per rollout.
     "simple-tag": dict(env="simple_tag", env_params={}, num_envs=256, rollout_len=50, iters=100, lr=1e-3,
                        gamma=0.95, minibatches=4, ent_coef=0.01),
+    # MAPPO on simple_tag: every group's critic reads the global state (each agent's observation,
+    # concatenated) with the agent's one-hot id, values normalised.
+    "simple-tag-mappo": dict(env="simple_tag", env_params={}, num_envs=256, rollout_len=50, iters=100, lr=1e-3,
+                             gamma=0.95, minibatches=4, ent_coef=0.01, algo="mappo", value_norm=True),
+    # tag-small with a GRU actor instead of two stacked frames: the state carries the agent's own motion.
+    "tag-small-gru": dict(env="tag_continuous", env_params=TAG_SMALL, num_envs=128, rollout_len=64, iters=160,
+                          **{**_TAG_TRAINING, "frame_stack": 1}, recurrent="gru"),
     # WarpDrive's gridworld benchmark configuration (4 taggers, 101 x 101 cells, 2000 envs).
     "grid-4": dict(env="tag_gridworld", env_params=TAG_GRID_4, num_envs=2000, rollout_len=32, iters=100,
                    lr=1e-3, gamma=0.98, minibatches=8),
