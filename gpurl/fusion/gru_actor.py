@@ -24,8 +24,10 @@ rows per program. ``step`` and the seed are read from device tensors (CUDA-graph
 """
 from __future__ import annotations
 
+from torch import nn
+
 from .actor import K_CHUNK
-from .packing import PackedRecurrentPolicy
+from .packing import PackedRecurrentPolicy, next_pow2
 
 try:
     import triton
@@ -39,8 +41,9 @@ if triton is not None:
 
     @triton.jit
     def _sigmoid(x):
-        # torch.sigmoid's 1 / (1 + e^-x); e^-x overflowing to inf gives 0, as it should.
-        return 1.0 / (1.0 + tl.exp(-x))
+        # torch.sigmoid's 1 / (1 + e^-x). The exponent is held below 80 (e^80 ~ 5.5e34) so that it never
+        # overflows: below x = -80 the result is 1.8e-35 instead of smaller, which nothing can see.
+        return 1.0 / (1.0 + tl.exp(tl.minimum(-x, 80.0)))
 
     @triton.jit
     def _gate_dot(w_ptr, gate: tl.constexpr, offs_u, v_t, HP: tl.constexpr, acc):
@@ -127,6 +130,17 @@ if triton is not None:
 MAX_HP = 128
 
 
+def gru_kernel_fits(policy) -> bool:
+    """Whether the fused GRU step takes ``policy`` (an ``ActorCritic(recurrent=True)``): categorical
+    heads and no layer wider than :data:`MAX_HP` once padded."""
+    if not hasattr(policy.dist, "nvec"):
+        return False
+    actor = policy.actor
+    widths = [m.out_features for m in actor.embed if isinstance(m, nn.Linear)]
+    widths += [m.out_features for m in actor.head if isinstance(m, nn.Linear)][:-1]
+    return next_pow2(max(widths)) <= MAX_HP
+
+
 def gru_block_rows(packed: PackedRecurrentPolicy) -> int:
     """Rows per program: 16. (On sm_90 the 64-wide step sits at the 255-register ceiling at 32 rows and
     spills at 64, whatever the warps; the rows are the dots' N, so fewer rows cost no tensor-core
@@ -181,8 +195,8 @@ def gru_actor_step_triton(x, packed: PackedRecurrentPolicy, hidden_in, starts, s
     )
 
 
-__all__ = ["GRU_ACTOR_SM90_SIGNATURE", "MAX_HP", "gru_actor_constexprs", "gru_actor_fused_kernel", "gru_actor_step_triton",
-           "gru_block_rows", "gru_launch_warps"]
+__all__ = ["GRU_ACTOR_SM90_SIGNATURE", "MAX_HP", "gru_actor_constexprs", "gru_actor_fused_kernel",
+           "gru_actor_step_triton", "gru_block_rows", "gru_kernel_fits", "gru_launch_warps"]
 
 
 #: The parameter types of :func:`gru_actor_fused_kernel` other than its ``tl.constexpr`` ones, in order,

@@ -64,7 +64,8 @@ class PackedPolicy:
         self.norm_mean, self.norm_rstd = z(IP), z(IP)
         self.a_w0, self.a_wh, self.a_b = z(IP, HP), z(max(L - 1, 1), HP, HP), z(L, HP)
         if self.with_value:
-            self.c_w0, self.c_wh, self.c_b, self.c_wo, self.c_bo = z(IP, HP), z(max(L - 1, 1), HP, HP), z(L, HP), z(HP), z(1)
+            self.c_w0, self.c_wh, self.c_b = z(IP, HP), z(max(L - 1, 1), HP, HP), z(L, HP)
+            self.c_wo, self.c_bo = z(HP), z(1)
         else:
             self.c_w0, self.c_wh, self.c_b, self.c_wo, self.c_bo = z(1), z(1), z(1), z(1), z(1)
         self.a_wo, self.a_bo = z(HP, H * NP), torch.full((H * NP,), NEG, device=dev)
@@ -110,9 +111,9 @@ class PackedRecurrentPolicy:
 
     Buffers (float32 unless noted), G = head layers (``len(widths) - 1``): ``norm_mean``/``norm_rstd``
     [IP]; ``w0`` [IP, HP], ``b0`` [HP] (the first layer); ``wx``/``wh`` [3 * HP, HP] (input and hidden
-    gates as PyTorch stores them, [out, in]: row blocks r, z, n of HP each), ``bx``/``bh`` [3 * HP]; ``a_wh`` [max(G, 1), HP, HP],
-    ``a_b`` [max(G, 1), HP] (the rest of the MLP); ``a_wo`` [HP, HEADS * NP], ``a_bo`` [HEADS * NP];
-    ``nvec`` int32 [HEADS].
+    gates as PyTorch stores them, [out, in]: row blocks r, z, n of HP each), ``bx``/``bh`` [3 * HP];
+    ``a_wh`` [max(G, 1), HP, HP], ``a_b`` [max(G, 1), HP] (the rest of the MLP); ``a_wo`` [HP, HEADS *
+    NP], ``a_bo`` [HEADS * NP]; ``nvec`` int32 [HEADS].
     """
 
     def __init__(self, policy: nn.Module, activation: str):
