@@ -279,6 +279,35 @@ def actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS) 
                         f"{rows:.0e} rows", dict(policy=policy, packed=p))
 
 
+def gru_actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS) -> TritonLaunch:
+    """The fused recurrent actor step over ``rows`` rows of ``policy`` made recurrent (the GRU after its
+    first layer, no critic: what a recurrent algorithm's actor runs for ``group``)."""
+    from gymnasium.spaces import Discrete, MultiDiscrete
+
+    from gpurl.algos.nets import ActorCritic
+    from gpurl.fusion.gru_actor import (GRU_ACTOR_SM90_SIGNATURE, gru_actor_constexprs, gru_actor_fused_kernel,
+                                        gru_launch_warps)
+    from gpurl.fusion.packing import PackedRecurrentPolicy
+
+    widths = [m.out_features for m in policy.actor if isinstance(m, torch.nn.Linear)][:-1]
+    nvec = policy.dist.nvec
+    space = MultiDiscrete(nvec) if len(nvec) > 1 else Discrete(nvec[0])
+    recurrent = ActorCritic(policy.in_dim, space, widths, policy.activation, hasattr(policy.obs_norm, "mean"),
+                            torch.Generator().manual_seed(0), recurrent=True, critic=False)
+    p = PackedRecurrentPolicy(recurrent, recurrent.activation)
+    constexprs = gru_actor_constexprs(p)
+    weights = sum(t.numel() * t.element_size() for t in p.tensors())
+    # Each row: its input and carried state read once, its env's starts flag at most once (a byte), its
+    # action, log-prob and new state written once; weights once per launch (L2 serves the repeats).
+    read = rows * ((p.in_dim + p.hidden_size) * 4 + 1) + weights + 8 + 16
+    written = rows * (8 * p.heads + 4 + 4 * p.hidden_size)
+    return TritonLaunch("gru_actor_fused_kernel", config.name, gru_actor_fused_kernel, GRU_ACTOR_SM90_SIGNATURE,
+                        constexprs, gru_launch_warps(p), -(-rows // constexprs["BLOCK_B"]), rows, read, written,
+                        f"{group} policy made recurrent: in {p.in_dim}, heads {p.nvec}, GRU {p.hidden_size}, "
+                        f"hidden {p.HP} x {p.head_layers} after it, {rows:.0e} rows",
+                        dict(policy=recurrent, packed=p))
+
+
 def gae_launch(config: EnvConfig, num_agents: int) -> TritonLaunch:
     """The fused GAE scan over the preset's rollout (T x E x N columns) of ``config``."""
     from gpurl.fusion.gae import GAE_BLOCK, GAE_NUM_WARPS, GAE_SM90_SIGNATURE, gae_fused_kernel
@@ -294,8 +323,11 @@ def gae_launch(config: EnvConfig, num_agents: int) -> TritonLaunch:
 
 
 def triton_launches(config: EnvConfig, env) -> list[TritonLaunch]:
-    """The fused actor (each distinct policy of the preset, ACTOR_ROWS rows) and GAE for ``config``."""
-    found = [actor_launch(config, group, policy) for group, policy in _policies(config, env).items()]
+    """The fused actor and the recurrent one (each distinct policy of the preset, ACTOR_ROWS rows) and GAE
+    for ``config``."""
+    policies = _policies(config, env)
+    found = [actor_launch(config, group, policy) for group, policy in policies.items()]
+    found += [gru_actor_launch(config, group, policy) for group, policy in policies.items()]
     return found + [gae_launch(config, env.num_agents)]
 
 

@@ -6,8 +6,8 @@
 
 For every env kernel (recorded from the env's own reset and step, see bench/kernel_inventory.py) and every
 Triton kernel at the named configurations (tag-10v100 at 1000 envs, simple_tag 3v1v2 at 4096 envs, grid-4
-at 2000 envs; the fused actor at 1e5 rows for each preset's policy; GAE over each preset's rollout), it
-prints:
+at 2000 envs; the fused actor at 1e5 rows for each preset's policy, and the fused GRU step of that
+policy made recurrent; GAE over each preset's rollout), it prints:
 
 - sm_90 registers, spills and shared memory: ``ptxas -v`` (CUDA toolkit) on the PTX the GPU build would
   load; Triton's dynamic shared memory from its compile;
@@ -124,10 +124,14 @@ def cpu_actor(launch: inv.TritonLaunch, backend: str, seconds: float) -> dict:
     policy, rows = launch.extra["policy"], launch.items
     heads = launch.constexprs["HEADS"]
     x = torch.randn(rows, 1, policy.in_dim, generator=torch.Generator().manual_seed(2))
-    outs = (torch.zeros(rows, 1, heads, dtype=torch.int64), torch.zeros(rows, 1), torch.zeros(rows, 1))
+    value = torch.zeros(rows, 1) if policy.critic is not None else None
+    outs = (torch.zeros(rows, 1, heads, dtype=torch.int64), torch.zeros(rows, 1), value)
+    # A recurrent policy carries its state from one slot to the next: [2, rows, 1, H], none starting.
+    states = torch.zeros(2, rows, 1, policy.hidden_size)
+    hidden = {"g": (states[0], torch.zeros(rows, dtype=torch.bool), states[1])} if policy.recurrent else None
     acting = Acting({"g": policy}, {"g": 0}, backend, seed_tensor(0, torch.device("cpu")), 0, 1)
     step = torch.zeros(1, dtype=torch.int64)
-    per_call, calls = time_loop(lambda: acting({"g": x}, step, {"g": outs}), seconds)
+    per_call, calls = time_loop(lambda: acting({"g": x}, step, {"g": outs}, hidden=hidden), seconds)
     return dict(backend=backend, ms_per_call=per_call * 1e3, calls_timed=calls, agent_steps_per_s=rows / per_call)
 
 

@@ -202,3 +202,33 @@ def test_several_groups_act_in_one_call_as_each_would_alone():
         assert torch.equal(together[name][0], alone[name][0])
         torch.testing.assert_close(together[name][1], alone[name][1], rtol=0, atol=1e-5)
         torch.testing.assert_close(together[name][2], alone[name][2], rtol=0, atol=1e-5)
+
+
+def test_compiled_backend_of_a_recurrent_group_carries_the_eager_states():
+    """A recurrent group without a critic (MAPPO's actor) acted by the compiled backend against the eager
+    one over 3 steps, each side carrying its own state through [T + 1, E, N, H] storage slots with
+    episode starts: the same actions, log-probs and states within 1e-5, no value. (One small policy: a
+    new graph costs about a minute of inductor compile on CI's two vCPUs. The fused GRU kernel is held to
+    the same definition in tests/test_sim_fusion_gru_actor.py, with a critic too.)"""
+    gen = torch.Generator().manual_seed(4)
+    policy = ActorCritic(9, Discrete(6), (24,), "tanh", True, gen, recurrent=True, critic=False)
+    policy.obs_norm.update(torch.randn(100, 9, generator=gen) * 2 + 1)
+    agents, T, E, N = slice(1, 4), 3, 11, 5
+    seed = seed_tensor(21, "cpu")
+    actors = {b: Acting({"g": policy}, {"g": agents.start}, b, seed, 4, N) for b in ("eager", "compiled")}
+    starts = torch.rand(T + 1, E, generator=gen) < 0.3
+    sides = {}
+    for backend, actor in actors.items():
+        hidden = torch.zeros(T + 1, E, N, policy.hidden_size)
+        out = (torch.full((T, E, N, 1), -7), torch.zeros(T, E, N))
+        for t in range(T):
+            x = observations(E, N, 9, seed=t)[:, agents]
+            state = (hidden[t, :, agents], starts[t], hidden[t + 1, :, agents])
+            actor({"g": x}, torch.tensor([t]), {"g": (out[0][t, :, agents], out[1][t, :, agents], None)},
+                  hidden={"g": state})
+        sides[backend] = out + (hidden,)
+    (ea, el, eh), (ca, cl, ch) = sides["eager"], sides["compiled"]
+    assert torch.equal(ca, ea) and len(torch.unique(ca[:, :, agents, 0])) > 1
+    for got, want in ((cl, el), (ch, eh)):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    assert (ch[1:, :, agents] != 0).any(-1).all() and (ch[:, :, [0, 4]] == 0).all()

@@ -1,7 +1,7 @@
 """Compile tier: every kernel gpurl launches on a GPU, at the kernel report's configurations
 (bench/kernel_report.py: tag-10v100 x 1000 envs, simple_tag 3v1v2 x 4096, grid-4 x 2000; the fused actor
-of each preset's policy at 1e5 rows; GAE over each preset's rollout), fits the H100's per-block limits and
-does not spill.
+of each preset's policy at 1e5 rows, and the fused GRU step of that policy made recurrent; GAE over each
+preset's rollout), fits the H100's per-block limits and does not spill.
 
 Env kernels are not listed here: each configuration's env is built with the CUDA target over host memory
 and the launches of one reset and one step are recorded (bench/kernel_inventory.py; nothing runs), so a
@@ -97,7 +97,7 @@ def triton_launches(config: str, name: str) -> list[inv.TritonLaunch]:
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-@pytest.mark.parametrize("kernel", ["actor_fused_kernel", "gae_fused_kernel"])
+@pytest.mark.parametrize("kernel", ["actor_fused_kernel", "gru_actor_fused_kernel", "gae_fused_kernel"])
 def test_triton_kernels_fit_the_block_and_do_not_spill(kernel, config, ptxas):
     for launch in triton_launches(config, kernel):
         res = inv.triton_resources(launch, ptxas)

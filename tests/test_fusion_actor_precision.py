@@ -11,7 +11,8 @@ With every linear layer of a preset-shaped policy computed this way, acting is h
 float64 (the exact answer) beside fp32 acting (the definition as the CPU runs it): the same actions as
 float64, log-probs and values no further from float64 than 3x fp32's own error, and within the
 interpreter parity tests' 1e-4 of fp32. Plain TF32 (one product) must miss the bound by far, so the
-bound can fail.
+bound can fail. The recurrent step (``gpurl.fusion.gru_actor``, whose GRU cell adds six such dots) is held
+to the same bound, on its log-probs and on the state it carries to the next step.
 """
 from __future__ import annotations
 
@@ -45,17 +46,18 @@ def matmul_1xtf32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return tf32(a) @ tf32(b)
 
 
-def act_with(matmul, policy: ActorCritic, obs, ids, step, seed):
-    """policy.act with every nn.Linear computed as ``matmul(x, W^T) + b``."""
+def act_with(matmul, policy: ActorCritic, obs, ids, step, seed, *state):
+    """policy.act with every nn.Linear computed as ``matmul(x, W^T) + b`` (the GRU's gates too)."""
     forward = lambda layer, x: matmul(x, layer.weight.T) + layer.bias  # noqa: E731
     with mock.patch.object(nn.Linear, "forward", forward):
-        return policy.act(obs, ids, step, seed)[:3]
+        action, log_prob, value, hidden = policy.act(obs, ids, step, seed, *state)
+    return (action, log_prob, value) if hidden is None else (action, log_prob, hidden)
 
 
-def trained_like_policy(in_dim: int, nvec: list[int], seed: int) -> ActorCritic:
+def trained_like_policy(in_dim: int, nvec: list[int], seed: int, recurrent: bool = False) -> ActorCritic:
     """A preset-shaped policy with weights and normalisation statistics away from initialisation."""
     gen = torch.Generator().manual_seed(seed)
-    policy = ActorCritic(in_dim, MultiDiscrete(nvec), (64, 64), "tanh", True, generator=gen)
+    policy = ActorCritic(in_dim, MultiDiscrete(nvec), (64, 64), "tanh", True, generator=gen, recurrent=recurrent)
     with torch.no_grad():
         for p in policy.parameters():
             p.add_(0.3 * torch.randn(p.shape, generator=gen))
@@ -85,3 +87,25 @@ def test_3xtf32_dots_act_as_fp32_does(in_dim, nvec):
         assert err <= 3 * fp32_err, f"3xTF32 {name}: {err:.2e} from float64, fp32 {fp32_err:.2e}"
         assert (got[k] - fp32[k]).abs().max().item() < PARITY_TOLERANCE
         assert (coarse[k] - exact[k]).abs().max().item() > 100 * fp32_err, "one TF32 product misses by far"
+
+
+def test_3xtf32_dots_step_the_gru_actor_as_fp32_does():
+    """The recurrent step (``gpurl.fusion.gru_actor``: the same 3xTF32 dots, six of them in the GRU cell)
+    at the tag-10v100 shape, from carried states in [-1, 1] (a quarter of the rows starting an episode):
+    the same actions as float64, log-probs and the new state within 3x fp32's own error of float64."""
+    policy = trained_like_policy(142, [21, 21], seed=5, recurrent=True)
+    rows = 20_000
+    gen = torch.Generator().manual_seed(2)
+    obs = torch.randn(rows, 142, generator=gen) * 3.0
+    state = (torch.rand(rows, 64, generator=gen) * 2 - 1, torch.rand(rows, generator=gen) < 0.25)
+    ids, step, seed = torch.arange(rows), torch.tensor([7]), torch.tensor([2026, 11])
+    with torch.no_grad():
+        fp32 = act_with(lambda a, b: a @ b, policy, obs, ids, step, seed, *state)
+        exact = act_with(lambda a, b: (a.double() @ b.double()).float(), policy, obs, ids, step, seed, *state)
+        got = act_with(matmul_3xtf32, policy, obs, ids, step, seed, *state)
+    assert torch.equal(got[0], exact[0]), f"{(got[0] != exact[0]).any(-1).sum().item()} rows act differently"
+    for k, name in ((1, "log-prob"), (2, "hidden state")):
+        fp32_err = (fp32[k] - exact[k]).abs().max().item()
+        err = (got[k] - exact[k]).abs().max().item()
+        assert err <= 3 * fp32_err, f"3xTF32 {name}: {err:.2e} from float64, fp32 {fp32_err:.2e}"
+        assert (got[k] - fp32[k]).abs().max().item() < PARITY_TOLERANCE

@@ -4,9 +4,15 @@ Backends (``policy_backend``):
 - ``eager``: ``ActorCritic.act`` as written (the reference);
 - ``compiled``: the same function through ``torch.compile`` (inductor: the GEMMs, then one fused
   loop for the activations, the counter RNG, the sampling and the log-probs);
-- ``triton``: the fused Triton kernel (``gpurl.fusion.actor``), one launch per group and step, held
-  to the reference in Triton's interpreter; categorical heads on CUDA (or under ``TRITON_INTERPRET=1``);
-- ``auto``: ``triton`` on CUDA for categorical heads, else ``compiled``.
+- ``triton``: the fused Triton kernel, one launch per group and step, held to the reference in
+  Triton's interpreter; categorical heads on CUDA (or under ``TRITON_INTERPRET=1``). A feed-forward
+  policy runs ``gpurl.fusion.actor`` (its value too, when it has a critic); a recurrent one runs
+  ``gpurl.fusion.gru_actor``, which computes no value: a recurrent policy's critic (a feed-forward
+  MLP) runs after it as a separate pass, compiled on CUDA (eager in the interpreter);
+- ``auto``: ``triton`` on CUDA for categorical heads (recurrent ones up to 128 units), else ``compiled``.
+
+A recurrent group carries its state in the rollout storage: each call reads ``hidden[t]`` and the
+episode starts of slot t, and writes ``hidden[t + 1]`` (see :meth:`Acting.__call__`).
 """
 from __future__ import annotations
 
@@ -16,7 +22,8 @@ import os
 import torch
 
 from ..fusion.actor import actor_step_triton
-from ..fusion.packing import PackedPolicy
+from ..fusion.gru_actor import MAX_HP, gru_actor_step_triton, gru_kernel_fits
+from ..fusion.packing import PackedPolicy, PackedRecurrentPolicy
 from .compiling import compile_step
 from .distributions import Categoricals
 from .nets import ActorCritic
@@ -29,11 +36,14 @@ def resolve_acting_backend(backend: str, policy: ActorCritic, device: torch.devi
     if backend not in ACTING_BACKENDS:
         raise ValueError(f"policy_backend must be one of {ACTING_BACKENDS}, got {backend!r}")
     categorical = isinstance(policy.dist, Categoricals)
+    fits = categorical and (not policy.recurrent or gru_kernel_fits(policy))
     if backend == "auto":
-        return "triton" if device.type == "cuda" and categorical else "compiled"
+        return "triton" if device.type == "cuda" and fits else "compiled"
     if backend == "triton":
         if not categorical:
             raise ValueError("policy_backend='triton' needs categorical heads (Discrete/MultiDiscrete actions)")
+        if not fits:
+            raise ValueError(f"policy_backend='triton' takes recurrent policies up to {MAX_HP} units wide")
         if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
             raise ValueError("policy_backend='triton' runs on CUDA, or on the CPU only under TRITON_INTERPRET=1 "
                              "(Triton's interpreter)")
@@ -50,14 +60,19 @@ def global_agent_ids(E: int, n: int, env_offset: int, num_agents: int, group_sta
 
 
 def _act(policies: list[ActorCritic], inputs: list[torch.Tensor], ids: list[torch.Tensor], step: torch.Tensor,
-         seed: torch.Tensor, states: list | None = None) -> list[tuple]:
-    """Every group's ``act`` in one call (one compiled graph per step, not one per group); ``states``:
-    per group None (feed-forward) or (state in [B, H], start bool [B])."""
-    states = states or [None] * len(policies)
-    return [policy.act(x, i, step, seed, *(state or ())) for policy, x, i, state in zip(policies, inputs, ids, states)]
+         seed: torch.Tensor, hiddens: list, starts: list) -> list[tuple]:
+    """Every group's ``act`` in one call (one compiled graph per step, not one per group); ``hiddens``
+    and ``starts`` hold None for feed-forward groups."""
+    return [policy.act(x, i, step, seed, h, s) for policy, x, i, h, s in zip(policies, inputs, ids, hiddens, starts)]
+
+
+def _values(policies: list[ActorCritic], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Every group's value of its rows [B, in_dim] -> [B] (the critic pass after the GRU kernel)."""
+    return [policy.value(x) for policy, x in zip(policies, inputs)]
 
 
 _act_compiled = compile_step(_act)
+_values_compiled = compile_step(_values)
 
 
 class Acting:
@@ -74,10 +89,13 @@ class Acting:
         self.policies, self.starts = policies, starts
         self.seed, self.env_offset, self.num_agents = seed, env_offset, num_agents
         self.backends = {name: resolve_acting_backend(backend, p, seed.device) for name, p in policies.items()}
-        self.packed = {name: PackedPolicy(p, p.activation) for name, p in policies.items()
-                       if self.backends[name] == "triton"}
+        self.packed = {name: (PackedRecurrentPolicy if p.recurrent else PackedPolicy)(p, p.activation)
+                       for name, p in policies.items() if self.backends[name] == "triton"}
         self.torch_groups = [name for name in policies if name not in self.packed]
+        self.recurrent = {name for name, p in policies.items() if p.recurrent}
         self._act = _act_compiled if "compiled" in self.backends.values() else _act
+        # The critic pass of recurrent kernel groups: compiled on CUDA, eager in Triton's interpreter.
+        self._values = _values_compiled if seed.device.type == "cuda" else _values
 
     def sync(self) -> None:
         """The policies' weights changed: refresh the fused kernel's packed copies."""
@@ -85,37 +103,66 @@ class Acting:
             packed.sync()
 
     @torch.no_grad()
-    def __call__(self, inputs: dict[str, torch.Tensor], step: torch.Tensor,
-                 outputs: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]],
-                 seed: torch.Tensor | None = None,
-                 carried: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None) -> None:
+    def __call__(self, inputs: dict[str, torch.Tensor], step: torch.Tensor, outputs: dict[str, tuple],
+                 seed: torch.Tensor | None = None, hidden: dict[str, tuple] | None = None) -> None:
         """``inputs[name]`` float32 [E, n, in_dim]; step int64 [1]; writes ``outputs[name]`` = (action
-        [E, n, action_dims], log_prob [E, n], value [E, n] or None for a policy without a critic)
-        (views of the rollout storage). A recurrent group's ``carried[name]`` = (state in float32 [E, n,
-        H], starts bool [E], state out [E, n, H]): the state is zeroed where starts, then stepped."""
+        [E, n, action_dims], log_prob [E, n], value [E, n] or None) (views of the rollout storage; a
+        group whose policy has no critic passes None, and one that passes None gets no value).
+
+        A recurrent group also takes ``hidden[name]`` = (hidden_in float32 [E, n, H], starts bool [E],
+        hidden_out float32 [E, n, H]): the state carried in (zeroed first where ``starts``: that
+        observation begins an episode) and where the new state goes (the next slot: not hidden_in)."""
         seed = self.seed if seed is None else seed
+        hidden = {} if hidden is None else hidden
+        for name in self.policies:
+            self._check(name, outputs[name], hidden)
+        critic_groups = []
         for name, packed in self.packed.items():
-            actor_step_triton(inputs[name], packed, step, seed, self.env_offset, self.num_agents, self.starts[name],
-                              *outputs[name])
-        if not self.torch_groups:
-            return
-        shapes = [inputs[name].shape for name in self.torch_groups]
-        rows = [inputs[name].reshape(E * n, D) for name, (E, n, D) in zip(self.torch_groups, shapes)]
+            action, log_prob, value = outputs[name]
+            if name in self.recurrent:
+                h_in, starts, h_out = hidden[name]
+                gru_actor_step_triton(inputs[name], packed, h_in, starts, step, seed, self.env_offset,
+                                      self.num_agents, self.starts[name], action, log_prob, h_out)
+                if value is not None:
+                    critic_groups.append(name)
+            else:
+                actor_step_triton(inputs[name], packed, step, seed, self.env_offset, self.num_agents,
+                                  self.starts[name], action, log_prob, value)
+        if critic_groups:
+            rows = [inputs[name].reshape(-1, inputs[name].shape[-1]) for name in critic_groups]
+            for name, v in zip(critic_groups, self._values([self.policies[name] for name in critic_groups], rows)):
+                value = outputs[name][2]
+                value.copy_(v.view(value.shape))
+        if self.torch_groups:
+            self._act_torch(inputs, step, outputs, seed, hidden)
+
+    def _act_torch(self, inputs, step, outputs, seed, hidden) -> None:
+        groups = self.torch_groups
+        shapes = [inputs[name].shape for name in groups]
+        rows = [inputs[name].reshape(E * n, D) for name, (E, n, D) in zip(groups, shapes)]
         ids = [global_agent_ids(E, n, self.env_offset, self.num_agents, self.starts[name], rows[0].device)
-               for name, (E, n, _) in zip(self.torch_groups, shapes)]
-        states = [None] * len(rows)
-        if carried:
-            states = [(carried[name][0].reshape(E * n, -1), carried[name][1].repeat_interleave(n))
-                      for name, (E, n, _) in zip(self.torch_groups, shapes)]
-        results = self._act([self.policies[name] for name in self.torch_groups], rows, ids, step, seed, states)
-        for name, (E, n, _), (a, lp, v, h) in zip(self.torch_groups, shapes, results):
+               for name, (E, n, _) in zip(groups, shapes)]
+        states, starts = [], []
+        for name, (E, n, _) in zip(groups, shapes):
+            h_in, start, _ = hidden.get(name, (None, None, None))
+            states.append(None if h_in is None else h_in.reshape(E * n, h_in.shape[-1]))
+            starts.append(None if start is None else start.unsqueeze(1).expand(E, n).reshape(E * n))
+        results = self._act([self.policies[name] for name in groups], rows, ids, step, seed, states, starts)
+        for name, (E, n, _), (a, lp, v, h) in zip(groups, shapes, results):
             action, log_prob, value = outputs[name]
             action.copy_(a.view(E, n, -1))
             log_prob.copy_(lp.view(E, n))
             if value is not None:
                 value.copy_(v.view(E, n))
             if h is not None:
-                carried[name][2].copy_(h.view(E, n, -1))
+                hidden[name][2].copy_(h.view(E, n, -1))
+
+    def _check(self, name: str, output: tuple, hidden: dict) -> None:
+        policy = self.policies[name]
+        if output[2] is not None and policy.critic is None:
+            raise ValueError(f"group {name!r}: its policy has no critic, so its value slot must be None")
+        if policy.recurrent and name not in hidden:
+            raise ValueError(f"group {name!r} is recurrent: pass hidden[{name!r}] = (hidden_in, starts, hidden_out)")
 
 
 __all__ = ["ACTING_BACKENDS", "Acting", "global_agent_ids", "resolve_acting_backend"]

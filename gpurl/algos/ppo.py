@@ -53,7 +53,7 @@ class PPOActor:
                              None if self.critic_pass is not None else s.value[t, :, a])
             if self.recurrent:
                 carried[name] = (s.hidden[t, :, a], s.starts[s.history + t], s.hidden[t + 1, :, a])
-        self.acting(inputs, step, outputs, seed, carried or None)
+        self.acting(inputs, step, outputs, seed, hidden=carried or None)
         if self.critic_pass is not None:
             for name, v in zip(self.acting.policies, self.critic_pass(s.global_state[t])):
                 s.value[t, :, self.groups[name].agents] = v

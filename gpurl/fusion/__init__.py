@@ -6,6 +6,8 @@
 - :mod:`gpurl.fusion.actor`: fused actor inference (MLP + categorical heads + counter-RNG sampling +
   log-prob + value in one kernel per group), held to ``gpurl.algos.nets.ActorCritic.act``, over the
   static padded weights of :class:`PackedPolicy` (:mod:`packing`).
+- :mod:`gpurl.fusion.gru_actor`: one step of a recurrent (GRU) categorical actor in one kernel (state
+  in, action, log-prob and next state out; no value), over :class:`PackedRecurrentPolicy`.
 - :mod:`gpurl.fusion.activations`: the policies' tanh, one rational function in torch and in Triton.
 - :mod:`gpurl.fusion.counter_rng`: the counter-based uniforms acting samples with.
 - :mod:`gpurl.fusion.graph`: the CUDA-graph rollout.
@@ -14,7 +16,8 @@ Importing defines the ``gpurl::gae`` torch op and nothing else; Triton is option
 """
 from .actor import actor_step_triton
 from .gae import GAE_BLOCK, GAE_NUM_WARPS, gae, gae_fused_kernel, gae_ref, gae_triton
-from .packing import PackedPolicy
+from .gru_actor import gru_actor_step_triton
+from .packing import PackedPolicy, PackedRecurrentPolicy
 
-__all__ = ["GAE_BLOCK", "GAE_NUM_WARPS", "PackedPolicy", "actor_step_triton", "gae", "gae_fused_kernel", "gae_ref",
-           "gae_triton"]
+__all__ = ["GAE_BLOCK", "GAE_NUM_WARPS", "PackedPolicy", "PackedRecurrentPolicy", "actor_step_triton", "gae",
+           "gae_fused_kernel", "gae_ref", "gae_triton", "gru_actor_step_triton"]

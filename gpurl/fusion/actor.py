@@ -12,9 +12,12 @@ dots are 3xTF32 tensor-core products, within 3x of fp32's own rounding (tests/
 test_fusion_actor_precision.py emulates them, as the interpreter computes every dot in fp32). It reads
 the static padded weights of :class:`~.packing.PackedPolicy`. Registers bound the design: on sm_90 no
 preset's launch spills (the compile tier checks), from the first layer taken 16 inputs at a time, the
-wider dots taken a quarter of the weights at a time, and the critic run after the heads. ``step`` and the seed are read from device
-tensors, so a CUDA graph replaying the launch sees the current step (a scalar argument would be frozen
-at capture).
+wider dots taken a quarter of the weights at a time, and the critic run after the heads. A policy
+without a critic (``critic=False``: MAPPO's actor) is packed without one, and its launch compiles the
+kernel without the critic (``WITH_VALUE`` false: no value computed, loaded or stored). ``step`` and
+the seed are read from device tensors, so a CUDA graph replaying the launch sees the current step (a
+scalar argument would be frozen at capture). The recurrent actor's step (``gpurl.fusion.gru_actor``)
+shares the first layer, the dots and the heads' sampling defined here.
 """
 from __future__ import annotations
 
@@ -67,10 +70,12 @@ if triton is not None:
 
     @triton.jit
     def _first_layers(x_ptr, rows_off, live, D, mean_ptr, rstd_ptr, a_w0, c_w0, offs_h, IP: tl.constexpr,
-                      HP: tl.constexpr, KC: tl.constexpr, NORM_CLIP: tl.constexpr, BLOCK_B: tl.constexpr):
+                      HP: tl.constexpr, KC: tl.constexpr, NORM_CLIP: tl.constexpr, BLOCK_B: tl.constexpr,
+                      WITH_VALUE: tl.constexpr):
         # The normalised input times the first layer of both MLPs, KC input columns at a time: the whole
         # [BLOCK_B, IP] tile and two [IP, HP] weight tiles would not fit in registers at IP = 256. Each
-        # chunk of the input is read once and feeds both pre-activations [BLOCK_B, HP].
+        # chunk of the input is read once and feeds both pre-activations [BLOCK_B, HP]. Without a value
+        # (WITH_VALUE false: no critic, or the GRU actor) ``c_w0`` is never read and ``acc_c`` stays 0.
         acc_a = tl.zeros((BLOCK_B, HP), dtype=tl.float32)
         acc_c = tl.zeros((BLOCK_B, HP), dtype=tl.float32)
         for k0 in tl.range(0, IP, KC):
@@ -83,7 +88,8 @@ if triton is not None:
             h0 = tl.where(inside[None, :], h0, 0.0)
             w_offs = offs_k[:, None] * HP + offs_h[None, :]
             acc_a = tl.dot(h0, tl.load(a_w0 + w_offs), acc_a, input_precision=DOT_PRECISION)
-            acc_c = tl.dot(h0, tl.load(c_w0 + w_offs), acc_c, input_precision=DOT_PRECISION)
+            if WITH_VALUE:
+                acc_c = tl.dot(h0, tl.load(c_w0 + w_offs), acc_c, input_precision=DOT_PRECISION)
         return acc_a, acc_c
 
     @triton.jit
@@ -94,11 +100,10 @@ if triton is not None:
                       input_precision=DOT_PRECISION)
 
     @triton.jit
-    def _matmul(h, w_ptr, stride, offs_out, K: tl.constexpr, BLOCK_B: tl.constexpr):
-        # h [BLOCK_B, K] @ W[K, offs_out]. From K = 64 on, as four dots over the columns 4j + r of h:
-        # Triton moves a dot's operands through registers, so only a quarter of W is there at a time.
+    def _matmul_into(acc, h, w_ptr, stride, offs_out, K: tl.constexpr, BLOCK_B: tl.constexpr):
+        # acc + h [BLOCK_B, K] @ W[K, offs_out]. From K = 64 on, as four dots over the columns 4j + r of
+        # h: Triton moves a dot's operands through registers, so only a quarter of W is there at a time.
         # (A dot needs K >= 16, hence one dot below 64.)
-        acc = tl.zeros((BLOCK_B, offs_out.shape[0]), dtype=tl.float32)
         if K < 64:
             acc = _times_rows(h, w_ptr, 0, 1, stride, offs_out, K, acc)
         else:
@@ -112,6 +117,12 @@ if triton is not None:
         return acc
 
     @triton.jit
+    def _matmul(h, w_ptr, stride, offs_out, K: tl.constexpr, BLOCK_B: tl.constexpr):
+        # h [BLOCK_B, K] @ W[K, offs_out] (rows of W with stride ``stride``).
+        acc = tl.zeros((BLOCK_B, offs_out.shape[0]), dtype=tl.float32)
+        return _matmul_into(acc, h, w_ptr, stride, offs_out, K, BLOCK_B)
+
+    @triton.jit
     def _hidden_layers(acc, wh_ptr, b_ptr, offs_h, HP: tl.constexpr, LAYERS: tl.constexpr, TANH: tl.constexpr,
                        BLOCK_B: tl.constexpr):
         # acc: the first layer's pre-activation [BLOCK_B, HP]; returns the last hidden layer's output.
@@ -122,29 +133,15 @@ if triton is not None:
         return h
 
     @triton.jit
-    def actor_fused_kernel(
-        x_ptr, sx_e, sx_i, D, E, n,
-        mean_ptr, rstd_ptr, a_w0, a_wh, a_b, a_wo, a_bo, c_w0, c_wh, c_b, c_wo, c_bo, nvec_ptr,
-        step_ptr, seed_ptr, env_offset, num_agents, group_start,
-        act_ptr, sa_e, sa_i, lp_ptr, sl_e, sl_i, v_ptr, sv_e, sv_i,
-        IP: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, HEADS: tl.constexpr, LAYERS: tl.constexpr,
-        TANH: tl.constexpr, NORM_CLIP: tl.constexpr, BLOCK_B: tl.constexpr, KC: tl.constexpr,
-    ):
-        pid = tl.program_id(0)
-        rows = pid * BLOCK_B + tl.arange(0, BLOCK_B)
-        live = rows < E * n
-        e = rows // n
-        i = rows % n
-        offs_h = tl.arange(0, HP)
+    def _sample_heads(ha, a_wo, a_bo, nvec_ptr, step_ptr, seed_ptr, gid, act_rows, live, HP: tl.constexpr,
+                      NP: tl.constexpr, HEADS: tl.constexpr, BLOCK_B: tl.constexpr):
+        # Every categorical head of the last hidden layer ha [BLOCK_B, HP]: logits, the counter-RNG
+        # uniform of (seed, gid, step, head), the inverse-CDF action (stored at act_rows + head, int64)
+        # and the log-probs summed over heads [BLOCK_B] (returned), as Categoricals.sample does them.
         offs_n = tl.arange(0, NP)
-        acc_a, acc_c = _first_layers(x_ptr, e * sx_e + i * sx_i, live, D, mean_ptr, rstd_ptr, a_w0, c_w0, offs_h,
-                                     IP, HP, KC, NORM_CLIP, BLOCK_B)
-        ha = _hidden_layers(acc_a, a_wh, a_b, offs_h, HP, LAYERS, TANH, BLOCK_B)
-
         step = tl.load(step_ptr).to(tl.uint32)
         seed_lo = tl.load(seed_ptr).to(tl.uint32)
         seed_hi = tl.load(seed_ptr + 1).to(tl.uint32)
-        gid = ((env_offset + e) * num_agents + group_start + i).to(tl.uint32)
         total_logp = tl.zeros((BLOCK_B,), dtype=tl.float32)
         for h in tl.static_range(HEADS):
             lg = _matmul(ha, a_wo + h * NP, HEADS * NP, offs_n, HP, BLOCK_B) + tl.load(a_bo + h * NP + offs_n)[None, :]
@@ -160,13 +157,38 @@ if triton is not None:
             a = tl.minimum(tl.sum(below.to(tl.int32), axis=1), tl.load(nvec_ptr + h) - 1)
             chosen = tl.sum(tl.where(offs_n[None, :] == a[:, None], lg, 0.0), axis=1)
             total_logp += chosen - m - tl.log(s)
-            tl.store(act_ptr + e * sa_e + i * sa_i + h, a.to(tl.int64), mask=live)
+            tl.store(act_rows + h, a.to(tl.int64), mask=live)
+        return total_logp
+
+    @triton.jit
+    def actor_fused_kernel(
+        x_ptr, sx_e, sx_i, D, E, n,
+        mean_ptr, rstd_ptr, a_w0, a_wh, a_b, a_wo, a_bo, c_w0, c_wh, c_b, c_wo, c_bo, nvec_ptr,
+        step_ptr, seed_ptr, env_offset, num_agents, group_start,
+        act_ptr, sa_e, sa_i, lp_ptr, sl_e, sl_i, v_ptr, sv_e, sv_i,
+        IP: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, HEADS: tl.constexpr, LAYERS: tl.constexpr,
+        TANH: tl.constexpr, NORM_CLIP: tl.constexpr, BLOCK_B: tl.constexpr, KC: tl.constexpr,
+        WITH_VALUE: tl.constexpr,
+    ):
+        pid = tl.program_id(0)
+        rows = pid * BLOCK_B + tl.arange(0, BLOCK_B)
+        live = rows < E * n
+        e = rows // n
+        i = rows % n
+        offs_h = tl.arange(0, HP)
+        acc_a, acc_c = _first_layers(x_ptr, e * sx_e + i * sx_i, live, D, mean_ptr, rstd_ptr, a_w0, c_w0, offs_h,
+                                     IP, HP, KC, NORM_CLIP, BLOCK_B, WITH_VALUE)
+        ha = _hidden_layers(acc_a, a_wh, a_b, offs_h, HP, LAYERS, TANH, BLOCK_B)
+        gid = ((env_offset + e) * num_agents + group_start + i).to(tl.uint32)
+        total_logp = _sample_heads(ha, a_wo, a_bo, nvec_ptr, step_ptr, seed_ptr, gid, act_ptr + e * sa_e + i * sa_i,
+                                   live, HP, NP, HEADS, BLOCK_B)
         tl.store(lp_ptr + e * sl_e + i * sl_i, total_logp, mask=live)
-        # The critic after the heads: the actor's hidden tiles are dead by then, so the two MLPs never
-        # hold theirs in registers at the same time.
-        hc = _hidden_layers(acc_c, c_wh, c_b, offs_h, HP, LAYERS, TANH, BLOCK_B)
-        v = tl.sum(hc * tl.load(c_wo + offs_h)[None, :], axis=1) + tl.load(c_bo)
-        tl.store(v_ptr + e * sv_e + i * sv_i, v, mask=live)
+        if WITH_VALUE:
+            # The critic after the heads: the actor's hidden tiles are dead by then, so the two MLPs
+            # never hold theirs in registers at the same time.
+            hc = _hidden_layers(acc_c, c_wh, c_b, offs_h, HP, LAYERS, TANH, BLOCK_B)
+            v = tl.sum(hc * tl.load(c_wo + offs_h)[None, :], axis=1) + tl.load(c_bo)
+            tl.store(v_ptr + e * sv_e + i * sv_i, v, mask=live)
 
 
 #: Input columns per chunk of the first layer (the smallest padded input, next_pow2's floor).
@@ -183,32 +205,40 @@ def launch_warps(packed: PackedPolicy) -> int:
     return 4 if packed.HP <= 64 else 8
 
 
-def actor_constexprs(packed: PackedPolicy) -> dict:
+def actor_constexprs(packed: PackedPolicy, with_value: bool | None = None) -> dict:
     """The ``tl.constexpr`` arguments of :func:`actor_fused_kernel` for ``packed`` (the launch, and the
-    ahead-of-time compiles of the compile tier and the readiness report)."""
+    ahead-of-time compiles of the compile tier and the readiness report). ``with_value``: compute the
+    value (default: when ``packed`` has a critic)."""
     p = packed
+    with_value = p.with_value if with_value is None else with_value
     return dict(IP=p.IP, HP=p.HP, NP=p.NP, HEADS=p.heads, LAYERS=p.layers, TANH=p.activation == "tanh",
-                NORM_CLIP=float(p.norm_clip or 0.0), BLOCK_B=block_rows(p), KC=min(K_CHUNK, p.IP))
+                NORM_CLIP=float(p.norm_clip or 0.0), BLOCK_B=block_rows(p), KC=min(K_CHUNK, p.IP),
+                WITH_VALUE=bool(with_value))
 
 
 def actor_step_triton(x, packed: PackedPolicy, step, seed, env_offset: int, num_agents: int, group_start: int,
-                      action, log_prob, value) -> None:
+                      action, log_prob, value=None) -> None:
     """The fused kernel. x float32 [E, n, in_dim]; step int64 [1]; seed int64 [2] (low, high halves);
     writes action int64 [E, n, heads], log_prob and value float32 [E, n] (views with any row strides).
-    Row (e, i) is global agent (env_offset + e) * num_agents + group_start + i."""
+    Row (e, i) is global agent (env_offset + e) * num_agents + group_start + i. ``value`` None: no
+    value (the kernel skips the critic; a policy without one must be called so)."""
     if triton is None:
         raise RuntimeError("the fused actor needs triton (pip install -e '.[triton]')")
     E, n, D = x.shape
     if x.stride(2) != 1 or action.stride(2) != 1:
         raise ValueError("x and action need a contiguous last dimension")
     p = packed
+    if value is not None and not p.with_value:
+        raise ValueError("this policy has no critic: pass value=None")
+    # Without a value the kernel never stores through v_ptr: log_prob stands in for the pointer.
+    v = log_prob if value is None else value
     grid = (triton.cdiv(E * n, block_rows(p)),)
     actor_fused_kernel[grid](
         x, x.stride(0), x.stride(1), D, E, n, *p.tensors(),
         step, seed, env_offset, num_agents, group_start,
         action, action.stride(0), action.stride(1), log_prob, log_prob.stride(0), log_prob.stride(1),
-        value, value.stride(0), value.stride(1),
-        num_warps=launch_warps(p), **actor_constexprs(p),
+        v, v.stride(0), v.stride(1),
+        num_warps=launch_warps(p), **actor_constexprs(p, value is not None),
     )
 
 
