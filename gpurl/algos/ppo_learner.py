@@ -54,7 +54,8 @@ class PPOLearner:
     ``nets``: the trained groups' policies; ``critics`` (MAPPO) their central critics (None: each
     policy's own critic) and ``value_norms`` their value normalisers (None: raw values)."""
 
-    inputs = ("obs", "starts", "final_obs", "reward", "terminated", "truncated", "actions", "log_prob", "value")
+    inputs = ("obs", "starts", "final_obs", "reward", "terminated", "truncated", "actions", "log_prob", "value",
+              "hidden (recurrent)", "global_state, final_global_state (central critics)")
     outputs = ("weights", "statistics")
 
     def __init__(self, cfg, groups, nets: nn.ModuleDict, optimizer: torch.optim.Optimizer, flat: FlatParameters,
