@@ -2,6 +2,7 @@
 
     python bench/env_vs_ref.py --ref HEAD~1                      # both configurations of the regression floor
     python bench/env_vs_ref.py --ref 69ee721 --configs simple_tag-3v1v2 --rounds 9
+    python bench/env_vs_ref.py --ref ab0f2fd --also-global-state   # and this checkout's env with the state on
 
 The package at ``--ref`` is exported with ``git archive`` into a temporary folder and imported as
 ``gpurl_ref`` (its imports rewritten, its torch op namespace renamed so both register), so both versions
@@ -9,11 +10,18 @@ step the same configuration with the same actions in the same process, alternati
 noisy machine slows both alike, and the ratio is what the floor is about. Reported per configuration:
 median agent-steps/s of each (wall clock, all of Numba's threads) and of one thread's CPU time (steady
 even when other processes compete), and new / ref. Ends with a ``RESULT {json}`` line.
+
+Global state (docs/specs/global_state.md): like for like. A ``--ref`` whose envs take no ``global_state``
+keyword writes none, so this checkout's env is made with ``global_state=False`` (``--global-state auto``,
+the default); against a ref that takes it, both run with the env's default (on). ``--global-state on|off``
+sets it for both (the ref only where it takes the keyword); ``--also-global-state`` adds this checkout's env
+with the state on as a third, alternated, column ("new+state"). The setting used is printed.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import re
 import statistics
 import subprocess
@@ -66,10 +74,32 @@ def timed(env, actions, steps: int) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def compare(packages: dict, config: str, rounds: int, seed: int) -> dict:
+def takes_global_state(pkg) -> bool:
+    """Whether ``pkg``'s envs take the ``global_state`` keyword (commits before it write no global state)."""
+    return "global_state" in inspect.signature(pkg.envs.KernelEnv.__init__).parameters
+
+
+def global_state_settings(packages: dict, setting: str, also_state: bool) -> dict:
+    """{label: the ``global_state`` keyword each env is made with, None for none} (see the module docstring)."""
+    ref_takes = takes_global_state(packages["ref"])
+    new = {"auto": True if ref_takes else False, "on": True, "off": False}[setting]
+    settings = {"ref": new if ref_takes else None, "new": new}
+    if also_state and not new:
+        settings["new+state"] = True
+    return settings
+
+
+def describe_setting(state: bool | None) -> str:
+    return "no global state (the ref takes no global_state keyword)" if state is None else f"global_state={state}"
+
+
+def compare(packages: dict, config: str, rounds: int, seed: int, settings: dict) -> dict:
     name, num_envs, params, steps = CONFIGS[config]
-    envs = {label: pkg.make(name, num_envs=num_envs, device="cpu", seed=seed, validate=False, **params)
-            for label, pkg in packages.items()}
+    envs = {}
+    for label, state in settings.items():
+        pkg = packages["ref" if label == "ref" else "new"]
+        extra = {} if state is None else {"global_state": state}
+        envs[label] = pkg.make(name, num_envs=num_envs, device="cpu", seed=seed, validate=False, **params, **extra)
     pools = {}
     for label, env in envs.items():
         env.reset()
@@ -92,6 +122,12 @@ def compare(packages: dict, config: str, rounds: int, seed: int) -> dict:
     print(f"{config} ({num_envs} envs): agent-steps/s wall ref {row['ref_wall'] / 1e6:.2f}M new "
           f"{row['new_wall'] / 1e6:.2f}M (new/ref {row['ratio_wall']:.3f}); per CPU second ref "
           f"{row['ref_cpu'] / 1e6:.2f}M new {row['new_cpu'] / 1e6:.2f}M (new/ref {row['ratio_cpu']:.3f})", flush=True)
+    if "new+state" in envs:
+        row["ratio_state_wall"] = row["new+state_wall"] / row["ref_wall"]
+        row["ratio_state_cpu"] = row["new+state_cpu"] / row["ref_cpu"]
+        print(f"{config}: new with global_state=True: wall {row['new+state_wall'] / 1e6:.2f}M (new+state/ref "
+              f"{row['ratio_state_wall']:.3f}); per CPU second {row['new+state_cpu'] / 1e6:.2f}M "
+              f"(new+state/ref {row['ratio_state_cpu']:.3f})", flush=True)
     return row
 
 
@@ -101,6 +137,11 @@ def main() -> None:
     ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated subset of {list(CONFIGS)}")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--global-state", choices=("auto", "on", "off"), default="auto",
+                    help="global_state= of the envs: auto (default) is off when the ref has no global state, "
+                         "else the env default (on); on/off: both (the ref only where it takes the keyword)")
+    ap.add_argument("--also-global-state", action="store_true",
+                    help="also time this checkout's env with global_state=True (when the compared setting is off)")
     args = ap.parse_args()
     configs = args.configs.split(",")
     unknown = sorted(set(configs) - set(CONFIGS))
@@ -119,9 +160,12 @@ def main() -> None:
           f"CPU; rounds={args.rounds} alternated; {machine}")
     with tempfile.TemporaryDirectory(prefix="gpurl-ref-") as folder:
         packages = {"ref": import_ref(args.ref, Path(folder)), "new": gpurl}
-        rows = [compare(packages, config, args.rounds, args.seed) for config in configs]
+        settings = global_state_settings(packages, args.global_state, args.also_global_state)
+        print("global state: " + "; ".join(f"{label} {describe_setting(s)}" for label, s in settings.items()),
+              flush=True)
+        rows = [compare(packages, config, args.rounds, args.seed, settings) for config in configs]
     print_result({"bench": "env_vs_ref", "ref": ref_commit, "head": head, "dirty": dirty, "device": "cpu",
-                  "machine": machine, "rounds": args.rounds, "rows": rows})
+                  "machine": machine, "rounds": args.rounds, "global_state": settings, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -192,6 +192,10 @@ def test_parallel_env_errors():
     box.reset()
     with pytest.raises(ValueError, match=r"shape \(1, 5\)"):
         box.step({a: np.zeros(4, np.float32) for a in box.agents})
+    stateless = make_parallel("simple_tag", global_state=False)
+    stateless.reset(seed=0)
+    with pytest.raises(RuntimeError, match="made with global_state=False"):
+        stateless.state()
     with pytest.raises(ValueError, match="num_envs=1"):
         ParallelEnv(make("simple_tag", num_envs=2, autoreset=False))
     with pytest.raises(ValueError, match="autoreset=False"):

@@ -89,6 +89,22 @@ def test_a_declared_env_steps_resets_and_autoresets():
     np.testing.assert_array_equal(env.global_state.numpy(), [[10, 11, 12], [10, 11, 12]])
 
 
+def test_global_state_false_skips_the_default_state():
+    """The toolkit's default state (agents' observations) is skipped too; everything else as with it."""
+    off, on = Line(num_envs=2, num_chasers=2, length=2, global_state=False), Line(num_envs=2, num_chasers=2, length=2)
+    assert off.global_state is None and off.global_state_dim == 3 and off._consts.write_global_state == 0
+    assert off._arrays.global_state.shape == off._arrays.final_global_state.shape == (2, 0)
+    np.testing.assert_array_equal(off.reset().numpy(), on.reset().numpy())
+    right = torch.full((2, 3), 2)
+    for t in range(3):  # the second step truncates and restarts every env
+        got, want = off.step(right), on.step(right)
+        assert list(got[4]) == ["final_obs"]
+        for a, b in zip((*got[:4], got[4]["final_obs"]), (*want[:4], want[4]["final_obs"])):
+            np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=f"step {t}")
+    with pytest.raises(TypeError, match="global_state must be True or False, got str .no."):
+        Line(num_envs=2, global_state="no")
+
+
 def line_state(e, s, c, actions):
     """An own global state: [sum of positions, timestep, episode]."""
     total = 0

@@ -170,3 +170,44 @@ def test_out_without_global_state_writes_the_envs_own(compiled):
         assert info["final_global_state"] is mine.final_global_state
         assert torch.equal(mine.global_state, twin.global_state), t
     assert torch.equal(mine.final_global_state, twin.final_global_state)
+
+
+def test_without_global_state_the_env_steps_alike_and_refuses_out_global_state(compiled):
+    """``make(..., global_state=False)``: no global state (None, no info key, no [E, S] buffers), the same
+    obs/reward/flags as an env that writes one across autoresets, from the same compiled kernel; a given
+    ``out.global_state`` / ``out.final_global_state`` is refused before anything changes."""
+    from gpurl.envs.memory import env_bytes
+
+    off, on = make(global_state=False), make()
+    S = on.global_state_dim
+    assert off.global_state is None and off.final_global_state is None and off.global_state_dim == S
+    assert (off.writes_global_state, on.writes_global_state) == (False, True)
+    assert env_bytes(on) - env_bytes(off) == 2 * E * S * 4
+    build = type(off).class_kernel().build("cpu", off._build_constants)
+    overloads = len(build.overloads)
+    off.reset()
+    on.reset()
+    gen = torch.Generator().manual_seed(0)
+    ends = np.zeros(2, dtype=int)
+    for t in range(STEPS):
+        actions = random_actions(off, gen)
+        got, want = off.step(actions), on.step(actions)
+        assert list(got[4]) == ["final_obs"], f"step {t}: {list(got[4])}"
+        for name, a, b in zip(("obs", "reward", "terminated", "truncated"), got[:4], want[:4]):
+            assert torch.equal(a, b), f"step {t} {name}"
+        ended = want[2] | want[3]
+        assert torch.equal(got[4]["final_obs"][ended], want[4]["final_obs"][ended]), f"step {t} final_obs"
+        ends += [int(want[2].sum()), int(want[3].sum())]
+    assert ends[0] > 0 and ends[1] > 0, ends
+    assert len(build.overloads) == overloads  # the same build serves both settings
+    good = slot(sentinel_outputs(off), 0)
+    snap = env_snapshot(off)
+    with pytest.raises(ValueError, match="out.global_state and out.final_global_state given, but this "
+                                         "tag_continuous env was made with global_state=False"):
+        off.step(actions, out=good)
+    with pytest.raises(ValueError, match="^out.final_global_state given.*global_state=False"):
+        off.step(actions, out=good._replace(global_state=None))
+    assert_env_unchanged(off, snap)
+    assert good.obs.isnan().all() and good.global_state.isnan().all()
+    _, _, _, _, info = off.step(actions, out=good._replace(global_state=None, final_global_state=None))
+    assert list(info) == ["final_obs"] and not good.obs.isnan().any()

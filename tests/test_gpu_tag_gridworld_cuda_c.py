@@ -41,6 +41,9 @@ def assert_envs_match(c_env, numba_env, where: str) -> None:
         np.testing.assert_array_equal(getattr(c_env.state, k).cpu().numpy(), getattr(numba_env.state, k).cpu().numpy(),
                                       err_msg=f"{where}: state.{k}")
     for name in WRITTEN:
+        if getattr(numba_env, name) is None:  # global_state=False
+            assert getattr(c_env, name) is None, f"{where}: {name}"
+            continue
         np.testing.assert_array_equal(getattr(c_env, name).cpu().numpy(), getattr(numba_env, name).cpu().numpy(),
                                       err_msg=f"{where}: {name}")
     for name in numba_env._tensors:  # the declared arrays and the toolkit's flags (tags, hit_wall, status, restart, ...)
@@ -59,9 +62,10 @@ def step_pair(c_env, numba_env, steps, gen, dtype=torch.int64, where="") -> np.n
     return events
 
 
-@pytest.mark.parametrize("full", [True, False], ids=["full_obs", "partial_obs"])
-def test_cuda_c_build_matches_numba_cuda_build_across_autoresets(requires_cuda, full):
-    c_env, numba_env = make_pair(requires_cuda, use_full_observation=full)
+@pytest.mark.parametrize("full, state", [(True, True), (False, True), (False, False)],
+                         ids=["full_obs", "partial_obs", "partial_obs-no_global_state"])
+def test_cuda_c_build_matches_numba_cuda_build_across_autoresets(requires_cuda, full, state):
+    c_env, numba_env = make_pair(requires_cuda, use_full_observation=full, global_state=state)
     c_env.reset()
     numba_env.reset()
     assert_envs_match(c_env, numba_env, "reset")

@@ -44,6 +44,9 @@ def assert_envs_match(sim, cpu, where: str) -> None:
         np.testing.assert_array_equal(getattr(sim.state, k).numpy(), getattr(cpu.state, k).numpy(),
                                       err_msg=f"{where}: state.{k}")
     for name in WRITTEN:
+        if getattr(cpu, name) is None:  # global_state=False
+            assert getattr(sim, name) is None, f"{where}: {name}"
+            continue
         np.testing.assert_array_equal(getattr(sim, name).numpy(), getattr(cpu, name).numpy(),
                                       err_msg=f"{where}: {name}")
     for name in cpu._tensors:  # the declared arrays and the toolkit's flags (tags, hit_wall, status, restart, ...)
@@ -71,9 +74,10 @@ def test_both_builds_run_in_the_simulator_process():
     assert isinstance(TagGridworld.class_kernel().build("cpu"), numba.core.registry.CPUDispatcher)
 
 
-@pytest.mark.parametrize("full", [True, False], ids=["full_obs", "partial_obs"])
-def test_simulator_matches_cpu_build_across_autoreset(full):
-    sim, cpu = make_pair(use_full_observation=full)
+@pytest.mark.parametrize("full, state", [(True, True), (False, True), (False, False)],
+                         ids=["full_obs", "partial_obs", "partial_obs-no_global_state"])
+def test_simulator_matches_cpu_build_across_autoreset(full, state):
+    sim, cpu = make_pair(use_full_observation=full, global_state=state)
     sim.reset()
     cpu.reset()
     assert_envs_match(sim, cpu, "reset")

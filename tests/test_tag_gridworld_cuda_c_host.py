@@ -54,6 +54,9 @@ def assert_envs_match(c_env, numba_env, where: str) -> None:
         np.testing.assert_array_equal(getattr(c_env.state, k).numpy(), getattr(numba_env.state, k).numpy(),
                                       err_msg=f"{where}: state.{k}")
     for name in WRITTEN:
+        if getattr(numba_env, name) is None:  # global_state=False
+            assert getattr(c_env, name) is None, f"{where}: {name}"
+            continue
         np.testing.assert_array_equal(getattr(c_env, name).numpy(), getattr(numba_env, name).numpy(),
                                       err_msg=f"{where}: {name}")
     for name in numba_env._tensors:  # the declared arrays and the toolkit's flags (tags, hit_wall, status, restart, ...)
@@ -92,6 +95,29 @@ def test_host_build_matches_numba_build_across_autoresets(host, full, block):
     tags, truncations = step_pair(c_env, numba_env, steps=30, gen=torch.Generator().manual_seed(0))
     assert tags >= 3 and truncations >= 3
     assert (c_env.state.episode.numpy() >= 3).all()  # every env crossed at least two autoresets
+
+
+def test_without_global_state_the_host_build_matches_both_numba_builds(host):
+    """global_state=False: the .cu gets write_global_state = 0 and writes no state into the [E, 0] buffers
+    (an out-of-bounds write would corrupt the heap or fail under ASan); obs, flags and state as the Numba
+    build with and without the global state."""
+    c_env, numba_env = make_pair(host, 4, global_state=False)
+    with_state = make_small(**PARAMS)
+    assert c_env.global_state is None and c_env._consts.write_global_state == 0
+    gen = torch.Generator().manual_seed(0)
+    for env in (c_env, numba_env, with_state):
+        env.reset()
+    for t in range(12):
+        actions = random_actions(numba_env, gen)
+        for env in (c_env, numba_env):
+            _, _, _, _, info = env.step(actions)
+            assert "final_global_state" not in info
+        with_state.step(actions)
+        assert_envs_match(c_env, numba_env, f"step {t}")
+        for name in ("obs", "final_obs", "reward", "terminated", "truncated"):
+            np.testing.assert_array_equal(getattr(c_env, name).numpy(), getattr(with_state, name).numpy(),
+                                          err_msg=f"step {t}: {name} vs global_state=True")
+    assert (c_env.state.episode.numpy() >= 2).all()  # every env crossed an autoreset
 
 
 def test_host_build_with_the_gpu_block_size_equals_the_reference(host):

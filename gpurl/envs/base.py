@@ -19,7 +19,8 @@ from ..kernels.fields import Field, struct_type
 from ..kernels.program import FIXED_AGENTS
 from ..kernels.targets import freeze_constants
 from . import lifecycle, memory
-from .checks import check_buffer, check_env_id_offset, check_num_envs, check_seed
+from .checks import (check_buffer, check_env_id_offset, check_global_state, check_num_envs, check_seed,
+                     refuse_state_outputs)
 from .params import checked_params
 from .spaces import Group, action_bounds, check_groups
 from .state_class import check_constant_types, check_state_dim, state_dataclass
@@ -32,7 +33,8 @@ class StepOutputs(NamedTuple):
     step of an env that is not frozen (``autoreset=False`` and finished); ``final_obs`` and
     ``final_global_state`` only in rows of envs that ended in this step (with ``autoreset=True``).
     ``global_state`` / ``final_global_state`` None (the default): the kernels write the env's own
-    ``env.global_state`` / ``env.final_global_state`` (docs/specs/global_state.md).
+    ``env.global_state`` / ``env.final_global_state`` (docs/specs/global_state.md). An env made with
+    ``global_state=False`` writes neither: both must be None.
     """
 
     obs: torch.Tensor         # float32 [E, N, obs_dim]
@@ -72,7 +74,12 @@ class KernelEnv:
 
     The kernels see ``s`` (every declared array, plus ``obs``, ``final_obs``, ``reward``, ``terminated``,
     ``truncated``, ``global_state``, ``final_global_state``, ``episode``, ``status``, ``restart``), ``c``
-    (the constants, plus ``seed``, ``env_id_offset``, ``autoreset``, ``launch``) and the actions.
+    (the constants, plus ``seed``, ``env_id_offset``, ``autoreset``, ``launch``, ``write_global_state``)
+    and the actions.
+
+    ``global_state=False`` (for algorithms that read none): no global state is written or allocated,
+    ``env.global_state`` is None, ``info`` has no ``"final_global_state"``, ``step(out=...)`` refuses a
+    given one; ``env.global_state_dim`` is still S. One compiled kernel serves both settings.
 
     Returned tensors (obs, reward, terminated, truncated, info["final_obs"], info["final_global_state"],
     env.global_state) are views of buffers allocated once and rewritten in place by the next
@@ -91,7 +98,7 @@ class KernelEnv:
     name: ClassVar[str] = ""
 
     def __init__(self, *, num_envs=1024, device="cpu", seed=0, autoreset=True, validate=True, env_id_offset=0,
-                 target=None, **env_params):
+                 target=None, global_state=True, **env_params):
         if self.params_type is not None:
             self.params = checked_params(self.params_type, self.env_name(), env_params)
         elif env_params:
@@ -101,6 +108,7 @@ class KernelEnv:
         self.seed = check_seed(seed)
         self.autoreset = bool(autoreset)
         self.validate = bool(validate)
+        self.writes_global_state = check_global_state(global_state)  # False: env.global_state is None
         self.env_id_offset = check_env_id_offset(env_id_offset, self.num_envs)
         self.target = self._choose_target(target)
         memory.check_env_fits(self)  # a num_envs whose arrays would not fit is refused before any allocation
@@ -202,7 +210,8 @@ class KernelEnv:
             raise ValueError(f"{self.env_name()}.constants() returns {clash}: these names are the toolkit's own")
         check_constant_types(user_constants, self.env_name())
         consts = {**user_constants, "seed": np.uint64(self.seed), "env_id_offset": np.int64(self.env_id_offset),
-                  "autoreset": np.int32(self.autoreset), "launch": np.int32(lifecycle.STEP)}
+                  "autoreset": np.int32(self.autoreset), "launch": np.int32(lifecycle.STEP),
+                  "write_global_state": np.int32(self.writes_global_state)}
         self._consts = struct_type(f"{cls.__name__}Constants", tuple(consts))(**consts)
         self._reset_consts = self._consts._replace(launch=np.int32(lifecycle.RESET))
         self.kernel = cls.class_kernel()
@@ -234,10 +243,10 @@ class KernelEnv:
 
     def _output_tensors(self, out: "StepOutputs | None") -> dict[str, torch.Tensor]:
         """The tensors a step writes, in the kernel's argument order: ``out``'s, the env's own where ``out``
-        is None or leaves a global state None."""
+        is None or leaves a global state None (with ``global_state=False``: [E, 0] placeholders)."""
         own = dict(obs=self.obs, final_obs=self.final_obs, reward=self.reward, terminated=self.terminated,
-                   truncated=self.truncated, global_state=self.global_state,
-                   final_global_state=self.final_global_state)
+                   truncated=self.truncated, global_state=self._state_buffers[0],
+                   final_global_state=self._state_buffers[1])
         if out is not None:
             own.update((k, v) for k, v in out._asdict().items() if v is not None)
         return own
@@ -294,13 +303,22 @@ class KernelEnv:
         S = (check_state_dim(self.global_state_dim(), self.env_name()) if declared_state
              else lifecycle.default_global_state_dim(groups))
         self.global_state_dim = S
-        self.global_state = zeros(E, S)
-        self.final_global_state = zeros(E, S)
+        if self.writes_global_state:
+            self.global_state = zeros(E, S)
+            self.final_global_state = zeros(E, S)
+            self._state_buffers = (self.global_state, self.final_global_state)
+        else:  # nothing to write: the kernels get [E, 0] arrays (the types of [E, S]: the same build)
+            self.global_state = self.final_global_state = None
+            self._state_buffers = (zeros(E, 0), zeros(E, 0))
         self._reset_all = torch.ones(E, dtype=torch.bool, device=self.device)
         self._info = self._step_info(self.final_obs, self.final_global_state)
 
-    def _step_info(self, final_obs: torch.Tensor, final_global_state: torch.Tensor) -> dict:
-        return {"final_obs": final_obs, "final_global_state": final_global_state} if self.autoreset else {}
+    def _step_info(self, final_obs: torch.Tensor, final_global_state: torch.Tensor | None) -> dict:
+        if not self.autoreset:
+            return {}
+        if final_global_state is None:  # global_state=False
+            return {"final_obs": final_obs}
+        return {"final_obs": final_obs, "final_global_state": final_global_state}
 
     @property
     def action_dtype(self) -> torch.dtype:
@@ -348,6 +366,8 @@ class KernelEnv:
         own buffers (a trainer passes slot t of its rollout storage: no copy per step), and the returned
         tuple holds them. The env's own ``obs`` buffer is then not updated; ``env.global_state`` neither, when
         ``out.global_state`` is given (the returned ``info["final_global_state"]`` is ``out``'s when given).
+        An env made with ``global_state=False`` refuses ``out.global_state`` / ``out.final_global_state``
+        (ValueError, before anything changes).
         """
         if self._needs_reset:
             raise RuntimeError("call env.reset() before the first env.step()")
@@ -370,6 +390,8 @@ class KernelEnv:
     def _check_outputs(self, out) -> None:
         if not isinstance(out, StepOutputs):
             raise TypeError(f"out must be a gpurl.envs.StepOutputs, got {type(out).__name__}")
+        if not self.writes_global_state:
+            refuse_state_outputs(out, self.env_name())
         E, N, D, S = self.num_envs, self.num_agents, self.obs_dim, self.global_state_dim
         expected = StepOutputs(obs=((E, N, D), torch.float32), reward=((E, N), torch.float32),
                                terminated=((E,), torch.bool), truncated=((E,), torch.bool),

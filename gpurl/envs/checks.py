@@ -24,6 +24,20 @@ def check_seed(seed) -> int:
     return int(seed)
 
 
+def check_global_state(global_state) -> bool:
+    if not isinstance(global_state, bool):
+        raise TypeError(f"global_state must be True or False, got {type(global_state).__name__} {global_state!r}")
+    return global_state
+
+
+def refuse_state_outputs(out, env_name: str) -> None:
+    """A ValueError when ``out`` (a StepOutputs) gives a global state to an env made with global_state=False."""
+    given = [f"out.{name}" for name in ("global_state", "final_global_state") if getattr(out, name) is not None]
+    if given:
+        raise ValueError(f"{' and '.join(given)} given, but this {env_name} env was made with global_state=False "
+                         "and writes no global state: leave it None, or make the env with global_state=True")
+
+
 #: Global env ids (``env_id_offset + e``) key the counter RNG with 32 bits (:func:`gpurl.kernels.random_u32`):
 #: every id of a batch must be below this, or env ``2**32 + k`` would draw env k's numbers.
 ENV_ID_LIMIT = 2**32

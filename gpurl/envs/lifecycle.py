@@ -10,7 +10,9 @@ An env author writes two lists of phases (:mod:`gpurl.kernels`), and may write a
 - ``state_phases``: write the global state ``s.global_state[e, :]`` (float32 [E, S]) from the env's
   arrays; they run after the step phases of a stepping env and after the start phases of a restarting
   one, so the state always describes the moment ``s.obs`` does. Without them the toolkit writes its
-  default, every agent's observation in agent order (:func:`default_state_phases`).
+  default, every agent's observation in agent order (:func:`default_state_phases`). An env made with
+  ``global_state=False`` (``c.write_global_state == 0``) runs none of them and copies no final global
+  state: its ``s.global_state`` and ``s.final_global_state`` are [E, 0] (one build serves both settings).
 
 :func:`episode_kernel` turns them into one kernel that serves ``env.step`` (``c.launch == STEP``) and
 ``env.reset`` (``c.launch == RESET``), one compile for both:
@@ -40,7 +42,7 @@ RUNNING, ENDED = 0, 1
 #: What the toolkit adds to the arrays (``s``) and constants (``c``) an env declares.
 TOOLKIT_ARRAYS = ("obs", "final_obs", "reward", "terminated", "truncated", "global_state", "final_global_state",
                   "episode", "status", "restart", "global_state_layout")
-TOOLKIT_CONSTANTS = ("seed", "env_id_offset", "autoreset", "launch")
+TOOLKIT_CONSTANTS = ("seed", "env_id_offset", "autoreset", "launch", "write_global_state")
 
 _ZERO = np.float32(0.0)
 
@@ -62,13 +64,26 @@ def autoresetting(e, s, c, actions):
     return c.launch == STEP and s.restart[e] != 0
 
 
+@device
+def stepping_with_state(e, s, c, actions):
+    """Env e takes this step and the env writes a global state (``c.write_global_state``)."""
+    return c.write_global_state != 0 and c.launch == STEP and s.status[e] == RUNNING
+
+
+@device
+def restarting_with_state(e, s, c, actions):
+    """Env e starts a new episode in this launch and the env writes a global state."""
+    return c.write_global_state != 0 and s.restart[e] != 0
+
+
 def copy_final_outputs(e, i, s, c, actions):
     """Agent i's last observation of the episode that just ended, and its share (features i, i + N, ...) of
-    the env's last global state, before the new episode overwrites them."""
+    the env's last global state (when the env writes one), before the new episode overwrites them."""
     for f in range(s.obs.shape[2]):
         s.final_obs[e, i, f] = s.obs[e, i, f]
-    for f in range(i, s.global_state.shape[1], s.obs.shape[1]):
-        s.final_global_state[e, f] = s.global_state[e, f]
+    if c.write_global_state != 0:
+        for f in range(i, s.global_state.shape[1], s.obs.shape[1]):
+            s.final_global_state[e, f] = s.global_state[e, f]
 
 
 def observations_to_state(e, i, s, c, actions):
@@ -177,9 +192,9 @@ def episode_kernel(env_name: str, step_phases, start_phases, metrics: tuple[str,
         raise ValueError(f"{env_name}.start_phases is empty: an episode must be drawn and observed")
     # An env restarts once per episode: the restart phases are rare (out of line on the CPU).
     phases = (_guarded(step_phases, stepping, False, "step_phases", env_name)
-              + _guarded(state_phases, stepping, False, "state_phases", env_name)
+              + _guarded(state_phases, stepping_with_state, False, "state_phases", env_name)
               + [settle_phase(tuple(metrics)), per_agent(copy_final_outputs, when=autoresetting, rare=True)]
               + _guarded(start_phases, restarting, True, "start_phases", env_name)
-              + _guarded(state_phases, restarting, True, "state_phases", env_name)
+              + _guarded(state_phases, restarting_with_state, True, "state_phases", env_name)
               + [per_env(count_episode, when=restarting, rare=True)])
     return EnvKernel(env_name, phases, nargs=3)

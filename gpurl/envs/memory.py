@@ -57,9 +57,10 @@ def require_memory(needed: int, device, what: str, fix: str) -> None:
 
 def env_bytes(env) -> int:
     """Bytes a declared env of ``env.num_envs`` envs allocates for its declared arrays (``state``,
-    ``scratch``, ``metrics``), its output buffers (global state included) and its episode bookkeeping;
-    the env's lookup tables (without an env axis) are left out. Needs only what ``KernelEnv.__init__`` sets
-    before allocating: ``params``, ``num_envs``, ``target``."""
+    ``scratch``, ``metrics``), its output buffers (the global state's only when ``env.writes_global_state``)
+    and its episode bookkeeping; the env's lookup tables (without an env axis) are left out. Needs only
+    what ``KernelEnv.__init__`` sets before allocating: ``params``, ``num_envs``, ``target``,
+    ``writes_global_state``."""
     cls = type(env)
     groups = dict(cls.groups(env))  # the declaring method (a built env's ``groups`` is its result)
     num_agents = check_groups(groups, env.env_name())
@@ -74,10 +75,11 @@ def env_bytes(env) -> int:
     total = sum(math.prod(f.shape(sizing, sizes, name)) * ITEM_BYTES[f.dtype] for name, f in declared.items())
     E = env.num_envs
     outputs = 2 * E * num_agents * obs_dim * 4 + E * num_agents * 4  # obs, final_obs, reward (float32)
+    writes_state = getattr(env, "writes_global_state", True)  # global_state=False: [E, 0] placeholders
     if cls.state_phases:  # global_state, final_global_state (float32 [E, S])
-        outputs += 2 * E * cls.global_state_dim(env) * 4
+        outputs += 2 * E * cls.global_state_dim(env) * 4 if writes_state else 0
     else:  # the default state, and its layout table (int32 [N, 2])
-        outputs += 2 * E * default_global_state_dim(groups) * 4 + num_agents * 2 * 4
+        outputs += (2 * E * default_global_state_dim(groups) * 4 if writes_state else 0) + num_agents * 2 * 4
     bookkeeping = 3 * E + E * 4 + 2 * E  # terminated, truncated, reset mask; episode int32; status, restart
     return total + outputs + bookkeeping
 

@@ -139,6 +139,9 @@ class ParallelEnv(pettingzoo.ParallelEnv):
         check_open(self)
         if self.env._needs_reset:
             raise RuntimeError("call reset() before state(): no episode has started")
+        if self.env.global_state is None:
+            raise RuntimeError("state(): the gpurl env was made with global_state=False and writes no global "
+                               "state (make it with global_state=True)")
         return host_copy(self.env.global_state[0])
 
     def close(self):

@@ -7,7 +7,8 @@
 // __syncthreads() between phases, as gpurl.kernels.program builds the Numba kernel. A launch with
 // launch = RESET is env.reset: only the start phases run, for the envs whose restart[e] the host set.
 // An env ended with autoreset=False (status ENDED) is skipped by the step phases: reward 0, obs unchanged.
-// The global state (grid_write_state) is written after the step phases and after the start phases.
+// The global state (grid_write_state) is written after the step phases and after the start phases, unless
+// write_global_state is 0 (an env made with global_state=False: its state buffers are empty, [E, 0]).
 //
 // Loaded by TagGridworld(kernel_source="cuda_c") through gpurl.kernels.cuda_c.CudaCModule; the cpu test
 // tier builds this file as plain C++ (gpurl_host.h) and compares it with the Numba CPU build.
@@ -42,6 +43,7 @@ struct Grid {
     unsigned long long seed;
     long long env_id_offset;
     int autoreset, launch;      // launch: STEP or RESET
+    int write_global_state;     // 0: no global state written or copied (global_state=False)
     const void* actions;        // [E, N, 1] int32 or int64 (action_bytes 4 or 8); null in reset launches
     int action_bytes;
 };
@@ -220,6 +222,7 @@ __device__ void grid_settle(const Grid& g, int e) {
 __device__ void grid_copy_final_outputs(const Grid& g, int e, int i) {
     const long long row = grid_at(g, e, i) * g.obs_dim;
     for (int f = 0; f < g.obs_dim; ++f) g.final_obs[row + f] = g.obs[row + f];
+    if (g.write_global_state == 0) return;
     const int state_dim = grid_state_dim(g);
     const long long state_row = static_cast<long long>(e) * state_dim;
     for (int f = i; f < state_dim; f += g.num_agents) {
@@ -237,13 +240,13 @@ extern "C" __global__ void tag_gridworld_step(
     int* episode, unsigned char* status, unsigned char* restart,
     int num_taggers, int grid_length, float length_f32, int episode_length, float time_norm,
     int full_obs, int random_start, int center, unsigned long long seed, long long env_id_offset,
-    int autoreset, int launch,
+    int autoreset, int launch, int write_global_state,
     const void* actions, int action_bytes)
 {
     const Grid g = {num_envs, num_agents, obs_dim, obs, final_obs, reward, terminated, truncated, global_state,
                     final_global_state, x, y, timestep, hit_wall, tags, reward_table, episode, status, restart,
                     num_taggers, grid_length, length_f32, episode_length, time_norm, full_obs, random_start, center,
-                    seed, env_id_offset, autoreset, launch, actions, action_bytes};
+                    seed, env_id_offset, autoreset, launch, write_global_state, actions, action_bytes};
     const int e = blockIdx.x;
     if (e >= num_envs) return;  // the whole block leaves together: no barrier is skipped by half a block
     const int t = threadIdx.x;
@@ -259,7 +262,7 @@ extern "C" __global__ void tag_gridworld_step(
         for (int i = t; i < num_agents; i += stride) grid_reward_and_observe(g, e, i);
     }
     __syncthreads();
-    if (grid_stepping(g, e)) {
+    if (g.write_global_state != 0 && grid_stepping(g, e)) {
         for (int i = t; i < num_agents; i += stride) grid_write_state(g, e, i);
     }
     __syncthreads();
@@ -279,7 +282,7 @@ extern "C" __global__ void tag_gridworld_step(
         for (int i = t; i < num_agents; i += stride) grid_observe(g, e, i, g.obs);
     }
     __syncthreads();
-    if (g.restart[e] != 0) {
+    if (g.write_global_state != 0 && g.restart[e] != 0) {
         for (int i = t; i < num_agents; i += stride) grid_write_state(g, e, i);
     }
     __syncthreads();
