@@ -88,6 +88,9 @@ def test_the_actor_never_reads_the_global_state_and_values_come_once_per_env(map
 def test_mappo_needs_its_options_and_trains_with_every_one():
     with pytest.raises(ValueError, match="value_norm .* needs algo 'mappo'"):
         tiny_config(value_norm=True)
+    # Only an algorithm that reads the global state has the env write it (and the storage keep it).
+    ppo = Trainer(tiny_config())
+    assert ppo.env.global_state is None and ppo.storage.state_dim == 0
     for options in (dict(critic_agent_id=False), dict(critic_agent_id=True, value_norm=True)):
         losses = run_iterations(Trainer(tiny_config(algo="mappo", **options)), 2)[-1]
         assert all(v == v for v in losses.values()) and losses["v_loss/runner"] > 0

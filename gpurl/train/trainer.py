@@ -54,8 +54,11 @@ class Trainer:
         self.placement = placement = placement or Placement()
         self.device = placement.device or resolve_device(cfg.device)
         self.shard = placement.env_shard(cfg.num_envs)
+        # The env writes its global state only for an algorithm that reads it (it costs simple_tag ~15%).
+        self.reads_global_state = ALGORITHMS[cfg.algo].reads_global_state
         self.env = make(cfg.env, num_envs=self.shard.size, device=self.device, seed=cfg.seed, autoreset=True,
-                        validate=False, env_id_offset=self.shard.lo, **cfg.env_params)
+                        validate=False, env_id_offset=self.shard.lo, global_state=self.reads_global_state,
+                        **cfg.env_params)
         groups = self.env.groups
         unknown = sorted(set(cfg.train_groups) - set(groups))
         if unknown:
@@ -100,7 +103,7 @@ class Trainer:
         env = env or self.env
         return RolloutStorage(steps or self.config.rollout_len, num_envs, env.num_agents, env.obs_dim,
                               env.action_dims, env.action_dtype, self.config.frame_stack - 1, self.device,
-                              self.algo.fields(), env.global_state_dim if self.algo.reads_global_state else 0)
+                              self.algo.fields(), env.global_state_dim if self.reads_global_state else 0)
 
     def _weights_changed(self, changed: bool) -> None:
         if changed:
@@ -181,7 +184,8 @@ class Trainer:
         """
         cfg = self.config
         env = make(cfg.env, num_envs=self.shard.size, device=self.device, seed=seed, autoreset=True,
-                   validate=False, env_id_offset=self.shard.lo, **cfg.env_params)
+                   validate=False, env_id_offset=self.shard.lo, global_state=self.reads_global_state,
+                   **cfg.env_params)
         s = self._storage(self.shard.size, steps=1, env=env)
         stats = EpisodeStats(self.shard.size, self.stats.groups, self.stats.metric_names, self.device)
         stepper = EnvFragment(env, stats)
@@ -210,7 +214,7 @@ class Trainer:
 
         cfg = self.config
         env = make(cfg.env, num_envs=1, device=self.device, seed=seed, autoreset=False, validate=False,
-                   **cfg.env_params)
+                   global_state=self.reads_global_state, **cfg.env_params)
         s = self._storage(1, steps=1, env=env)
         generator = torch.Generator(self.device).manual_seed(seed)
         step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
