@@ -19,7 +19,7 @@ import pytest
 pytestmark = pytest.mark.cpu
 
 CHILD = Path(__file__).with_name("property_inputs.py")
-CI_EXAMPLES = 40
+CI_EXAMPLES = 25
 SEED = 20261126
 
 

@@ -39,26 +39,28 @@ class CentralCritic(nn.Module):
         self.state_dim, self.agents, self.agent_id = state_dim, agents, agent_id
         self.state_norm = RunningNorm(state_dim) if norm else nn.Identity()
         ids = agents if agent_id else 0
-        # The first layer over [state, one-hot id], held as one Linear: its columns S.. are W_id.
-        self.first = orthogonal_linear(state_dim + ids, widths[0], math.sqrt(2), generator)
+        # The first layer over [state, one-hot id], initialised as one orthogonal Linear, held as its
+        # state columns (``first``) and its id columns (``agent_columns`` [agents, widths[0]]: W_id^T).
+        whole = orthogonal_linear(state_dim + ids, widths[0], math.sqrt(2), generator)
+        self.first = nn.Linear(state_dim, widths[0])
+        with torch.no_grad():
+            self.first.weight.copy_(whole.weight[:, :state_dim])
+            self.first.bias.copy_(whole.bias)
+        self.agent_columns = nn.Parameter(whole.weight[:, state_dim:].T.contiguous())
         self.first_activation = ACTIVATIONS[activation]()
         self.rest = mlp(widths[0], widths[1:], 1, activation, 1.0, generator)
 
-    def _first_state(self, states: torch.Tensor) -> torch.Tensor:
-        x = self.state_norm(states)
-        return x @ self.first.weight[:, :self.state_dim].T + self.first.bias   # [B, widths[0]]
-
     def values(self, states: torch.Tensor) -> torch.Tensor:
-        pre = self._first_state(states)
+        pre = self.first(self.state_norm(states))                                   # [B, widths[0]]
         if not self.agent_id:
             return self.rest(self.first_activation(pre)).expand(-1, self.agents)
-        pre = pre.unsqueeze(1) + self.first.weight[:, self.state_dim:].T                # [B, agents, widths[0]]
+        pre = pre.unsqueeze(1) + self.agent_columns                                 # [B, agents, widths[0]]
         return self.rest(self.first_activation(pre)).squeeze(-1)
 
     def value_of(self, states: torch.Tensor, agent: torch.Tensor) -> torch.Tensor:
-        pre = self._first_state(states)
+        pre = self.first(self.state_norm(states))
         if self.agent_id:
-            pre = pre + self.first.weight[:, self.state_dim:].T[agent]
+            pre = pre + self.agent_columns[agent]
         return self.rest(self.first_activation(pre)).squeeze(-1)
 
 

@@ -256,18 +256,13 @@ class PPOLearner:
                 return mb, size, None, size
             E = shard.size
             env_rows = (torch.arange(T, device=envs.device)[:, None] * E + envs[None, :]).reshape(-1)
-            return mb, size, _critic_rows(critic_batch, env_rows), size
+            return mb, size, critic_batch.rows(env_rows), size
         mb = batch.rows(shard.localize(chunk, batch.agents))
         size = len(chunk)
         if critic_batch is None:
             return mb, size, None, size
         n = critic_batch.returns.shape[1]
-        return mb, size, _critic_rows(critic_batch, shard.localize(critic_chunk, 1)), len(critic_chunk) * n
-
-
-def _critic_rows(batch: CriticBatch, rows: torch.Tensor) -> CriticBatch:
-    return CriticBatch(batch.states.index_select(0, rows), batch.returns.index_select(0, rows),
-                       batch.values.index_select(0, rows))
+        return mb, size, critic_batch.rows(shard.localize(critic_chunk, 1)), len(critic_chunk) * n
 
 
 __all__ = ["LEARNING_BACKENDS", "PPOLearner", "central_values", "values"]

@@ -79,6 +79,15 @@ class CriticBatch:
     states: torch.Tensor      # float32 [B, S]: the global state
     returns: torch.Tensor     # float32 [B, n] (normalised when values are)
     values: torch.Tensor      # float32 [B, n]: what the rollout's critic said (normalised likewise)
+    # The three side by side, float32 [B, S + 2n], made at the first rows() call (one gather per row).
+    _floats: torch.Tensor | None = field(default=None, init=False, repr=False)
+
+    def rows(self, idx: torch.Tensor) -> "CriticBatch":
+        """The env rows ``idx`` (a minibatch), gathered as one matrix."""
+        if self._floats is None:
+            self._floats = torch.cat([self.states, self.returns, self.values], 1)
+        rows, S, n = self._floats.index_select(0, idx), self.states.shape[1], self.returns.shape[1]
+        return CriticBatch(rows[:, :S], rows[:, S:S + n], rows[:, S + n:])
 
 
 def advantage_moments(adv: torch.Tensor, size: int, comm) -> tuple[torch.Tensor, torch.Tensor]:

@@ -179,7 +179,8 @@ TAG_SMALL = dict(
 
 # Tag's observation has no absolute heading (only other agents' positions and headings relative to
 # the observer's), so a memoryless policy cannot tell which way it is moving; two stacked frames
-# give it its own velocity, and with it the ability to steer towards (or away from) someone.
+# give it its own velocity (tag-small-gru carries it in a GRU state instead; bench/algorithms.py
+# compares one frame, two frames and the GRU).
 _TAG_TRAINING = dict(frame_stack=2, lr=1e-3, gamma=0.95, minibatches=8)
 
 #: name -> config values; "env_params" replaces the env's parameters as a whole.
