@@ -44,8 +44,12 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     import torch
 
+    from gpurl.train.process import allow_many_compiled_shapes
+
     # Two vCPUs: torch's own threads fight Numba's and make small ops several times slower.
     torch.set_num_threads(1)
+    # One process compiles the fast paths for every test's policy shapes (an entry point's setting).
+    allow_many_compiled_shapes()
 
 
 @pytest.fixture(autouse=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import time
 
 import pytest
 
@@ -48,6 +49,12 @@ def test_tensorboard_and_csv_stay_in_step_after_a_resume(tmp_path):
     first.close()
     with open(tmp_path / "metrics.csv", "a") as f:
         f.write("5,80,r,5.")  # a line torn by a kill mid-append
+    # TensorBoard reads event files in name order; a name starts with its creation second, then a
+    # process-wide writer count that sorts "10" before "9". A resume comes in a later second (a new
+    # process): so here too, or the resumed file may be read first.
+    first_second = int(time.time())
+    while int(time.time()) == first_second:
+        time.sleep(0.05)
     resumed = RunLog(tmp_path, total_iters=4, start_iter=2, progress=False, run_id="r", start_env_steps=32)
     for it in (3, 4):
         resumed.log(it, 16 * it, {"loss": 10.0 * it})

@@ -53,6 +53,19 @@ def compile_cache_dir() -> Path:
     return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
 
 
+#: Compiled graphs kept per gpurl fast path (torch's default keeps 8, then fails under fullgraph=True).
+#: Each distinct policy shape (groups, widths, recurrent or not, with or without a critic) is one graph
+#: of the same function, and one process may train many: bench/algorithms.py, the test suite.
+RECOMPILE_LIMIT = 64
+
+
+def allow_many_compiled_shapes() -> None:
+    """Let every gpurl fast path keep :data:`RECOMPILE_LIMIT` compiled graphs (a process setting)."""
+    import torch._dynamo
+
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+
+
 def configure_process(torch_threads: int, device: torch.device) -> dict:
     """The settings above, for a run on ``device`` (``torch_threads`` 0: the thread policy's size).
     Returns the threads in effect (:func:`gpurl.train.threads.thread_report`) for the run's report."""
@@ -60,6 +73,7 @@ def configure_process(torch_threads: int, device: torch.device) -> dict:
     if device.type == "cpu":
         keep_freed_memory()
     compile_cache_dir()
+    allow_many_compiled_shapes()
     return report
 
 
