@@ -22,15 +22,12 @@ from ..fusion.counter_rng import seed_tensor
 from .acting import Acting
 from .base import Algorithm, EnvSpec, Field
 from .central_critic import CentralCritic, ValueNorm
-from .compiling import compile_step
 from .flat import FlatParameters
 from .nets import ActorCritic
-from .ppo_learner import LEARNING_BACKENDS, PPOLearner, central_values
+from .ppo_learner import LEARNING_BACKENDS, PPOLearner, central_values, central_values_compiled
 from .ppo_loss import STAT_NAMES
 
 RECURRENT_CHOICES = ("none", "gru")
-
-_central_values_compiled = compile_step(central_values)
 
 
 class PPOActor:
@@ -105,7 +102,7 @@ class PPO(Algorithm):
         if self.central_critic:
             critics = list(self.critics.values())
             norms = [None if self.value_norms is None else self.value_norms[k] for k in trained]
-            values = central_values if cfg.policy_backend == "eager" else _central_values_compiled
+            values = central_values if cfg.policy_backend == "eager" else central_values_compiled
             critic_pass = torch.no_grad()(lambda states: values(critics, norms, states))
         self.actor = PPOActor(groups, self.acting, self.recurrent, critic_pass)
         self.learner = PPOLearner(cfg, groups, self.nets, self.optimizer, self.flat, self.learning_backend,

@@ -45,7 +45,8 @@ def central_values(critics: list, norms: list, states: torch.Tensor) -> list[tor
 
 _values_compiled = compile_step(values)
 _gru_cell_compiled = compile_step(gru_cell)
-_central_values_compiled = compile_step(central_values)
+#: the one compiled wrapper of central_values (the acting pass and the learner share its graphs)
+central_values_compiled = compile_step(central_values)
 
 
 class PPOLearner:
@@ -70,7 +71,7 @@ class PPOLearner:
             for net in nets.values():
                 net.actor.replay_cell = _gru_cell_compiled
         self.values = _values_compiled if compiled else values
-        self.central_values = _central_values_compiled if compiled else central_values
+        self.central_values = central_values_compiled if compiled else central_values
         self._final_value: torch.Tensor | None = None
 
     def _norm(self, name: str):
@@ -265,4 +266,4 @@ class PPOLearner:
         return mb, size, critic_batch.rows(shard.localize(critic_chunk, 1)), len(critic_chunk) * n
 
 
-__all__ = ["LEARNING_BACKENDS", "PPOLearner", "central_values", "values"]
+__all__ = ["LEARNING_BACKENDS", "PPOLearner", "central_values", "central_values_compiled", "values"]
