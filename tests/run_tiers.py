@@ -3,6 +3,7 @@
 
     python tests/run_tiers.py                     # cpu, sim, compile, gpu
     python tests/run_tiers.py --tiers cpu,sim -x  # a selection; unknown args go to every pytest
+    python tests/run_tiers.py --workers 1         # one pytest process per tier (no pytest-xdist)
 
 Tiers run in separate processes because the simulator switches (NUMBA_ENABLE_CUDASIM, TRITON_INTERPRET)
 are read once at import: the sim tier sets both, every other tier runs with both removed. A tier that
@@ -11,6 +12,12 @@ not disappear); ``--allow-empty`` relaxes that for ad-hoc ``-k`` selections. Exi
 tier failed. The last line is the plain total over all tiers, ``tests: N passed, N failed, N skipped``
 (read from each tier's JUnit XML), so a CI log ends on what ran in every tier, not on the gpu tier's
 skips.
+
+The cpu, sim and compile tiers spread their test files over ``--workers`` pytest-xdist processes (default:
+one per CPU, at most 4). Every test runs on one torch thread (tests/conftest.py) and most of a tier's time
+is single-threaded compilation (Numba, Inductor, NVVM), so two workers on two vCPUs nearly halve it. Files
+stay whole on one worker (``--dist loadfile``): a module's compiled fixtures are built once. The gpu tier
+runs in one process: its tests share one device and some of them time it.
 """
 from __future__ import annotations
 
@@ -30,6 +37,9 @@ TIERS = ("cpu", "sim", "compile", "gpu")
 RUN_ORDER = ("gpu", "cpu", "sim", "compile")
 SIMULATOR_ENV = {"NUMBA_ENABLE_CUDASIM": "1", "TRITON_INTERPRET": "1"}
 NO_TESTS_COLLECTED = 5
+#: Tiers whose tests are spread over pytest-xdist workers.
+PARALLEL_TIERS = ("cpu", "sim", "compile")
+MAX_DEFAULT_WORKERS = 4
 
 
 def tier_env(tier: str) -> dict[str, str]:
@@ -53,6 +63,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--tiers", default=",".join(TIERS),
                         help=f"comma-separated subset of {','.join(TIERS)} (run in the fixed order "
                              f"{','.join(RUN_ORDER)})")
+    parser.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS),
+                        help="pytest-xdist processes for the cpu, sim and compile tiers "
+                             "(default: one per CPU, at most %(default)s here; 1 runs each tier in one process)")
     parser.add_argument("--allow-empty", action="store_true",
                         help="count a tier that collects no tests (pytest exit 5) as passed")
     args, pytest_args = parser.parse_known_args(argv)
@@ -60,6 +73,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     unknown = sorted(set(chosen) - set(TIERS))
     if unknown or not chosen:
         parser.error(f"--tiers takes names from {', '.join(TIERS)}; got {args.tiers!r}")
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1; got {args.workers}")
     args.tiers = [t for t in RUN_ORDER if t in chosen]
     return args, pytest_args
 
@@ -78,8 +93,15 @@ def junit_counts(path: Path) -> dict[str, int]:
     return counts
 
 
-def run_tier(tier: str, pytest_args: list[str], junit: Path) -> tuple[int, float]:
-    cmd = [sys.executable, "-m", "pytest", "-m", tier, f"--junitxml={junit}", *pytest_args]
+def worker_args(tier: str, workers: int) -> list[str]:
+    if workers == 1 or tier not in PARALLEL_TIERS:
+        return []
+    return ["-n", str(workers), "--dist", "loadfile"]
+
+
+def run_tier(tier: str, pytest_args: list[str], junit: Path, workers: int) -> tuple[int, float]:
+    cmd = [sys.executable, "-m", "pytest", "-m", tier, f"--junitxml={junit}",
+           *worker_args(tier, workers), *pytest_args]
     switches = " ".join(f"{k}=1" for k in SIMULATOR_ENV) + " " if tier == "sim" else ""
     print(f"\n===== tier {tier}: {switches}python {' '.join(cmd[1:])}", flush=True)
     start = time.perf_counter()
@@ -101,7 +123,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="gpurl-tiers-") as tmp:
         for tier in args.tiers:
             junit = Path(tmp) / f"{tier}.xml"
-            code, seconds = run_tier(tier, pytest_args, junit)
+            code, seconds = run_tier(tier, pytest_args, junit, args.workers)
             results.append((tier, code, seconds))
             for key, n in junit_counts(junit).items():
                 totals[key] += n
