@@ -7,6 +7,7 @@ from .spaces import Group
 from .simple_tag import SimpleTag
 from .tag_continuous import TagContinuous
 from .tag_gridworld import TagGridworld
+from .mpe import SCENARIOS as _MPE_SCENARIOS
 
 
 def _tag_continuous(**kwargs):
@@ -22,6 +23,8 @@ def _tag_gridworld(**kwargs):
 
 
 register("tag_gridworld", _tag_gridworld)
+for _name, _scenario in _MPE_SCENARIOS.items():
+    register(_name, _scenario)
 
 __all__ = ["Field", "Group", "KernelEnv", "ParameterError", "field", "ranged", "StepOutputs", "TagContinuous", "TagGridworld", "import_env_module", "make",
            "register", "registered", "resolve_device"]

@@ -22,7 +22,7 @@ from . import lifecycle, memory
 from .checks import (check_buffer, check_env_id_offset, check_global_state, check_num_envs, check_seed,
                      refuse_state_outputs)
 from .params import checked_params
-from .spaces import Group, action_bounds, check_groups
+from .spaces import Group, action_bounds, action_layout, check_groups
 from .state_class import check_constant_types, check_state_dim, state_dataclass
 
 
@@ -277,11 +277,7 @@ class KernelEnv:
         self.groups = groups
         self.obs_dim = max(g.obs_dim for g in groups.values())
         self.action_space = OrderedDict((name, g.action_space) for name, g in groups.items())
-        dims = {action_bounds(g.action_space)[0] for g in groups.values()}
-        if len(dims) != 1:
-            raise ValueError(f"all groups must have the same number of action dims, got {dims}")
-        self.action_dims = dims.pop()
-        self._discrete = all(action_bounds(g.action_space)[1] is not None for g in groups.values())
+        self.action_dims, self._discrete = action_layout(groups, self.env_name())
         high = np.zeros((num_agents, self.action_dims), dtype=np.int64)
         if self._discrete:
             for g in groups.values():

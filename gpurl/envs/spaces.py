@@ -56,3 +56,21 @@ def check_groups(groups: dict[str, Group], env_name: str) -> int:
                              "groups must cover agents 0..N-1 in order")
         expected_start, previous = agents.stop, name
     return expected_start
+
+
+def action_layout(groups: dict[str, Group], env_name: str) -> tuple[int, bool]:
+    """(action_dims D, discrete) of an env's ``[E, N, D]`` actions.
+
+    Discrete and MultiDiscrete groups must agree on D. Box groups may differ in width (mpe2's speaker and
+    listener): D is the widest, and a narrower group's actions are zero-padded after its own width (the
+    kernels never read the padding). Integer and Box groups cannot be mixed: one tensor has one dtype."""
+    bounds = {name: action_bounds(g.action_space) for name, g in groups.items()}
+    integer = {name for name, (_, high) in bounds.items() if high is not None}
+    if integer and len(integer) != len(bounds):
+        box = sorted(set(bounds) - integer)
+        raise ValueError(f"{env_name}: groups {sorted(integer)} have integer actions and {box} Box actions; "
+                         "an env's actions are one tensor of one dtype")
+    dims = {name: d for name, (d, _) in bounds.items()}
+    if integer and len(set(dims.values())) != 1:
+        raise ValueError(f"{env_name}: integer action groups must have the same number of action dims, got {dims}")
+    return max(dims.values()), bool(integer)

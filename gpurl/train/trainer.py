@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import gymnasium
 import torch
 
 from ..algos import ALGORITHMS, EnvSpec, LearnContext
@@ -41,6 +42,16 @@ def merge_means(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     return out
 
 
+
+def refuse_mixed_box_widths(groups: dict, env_name: str) -> None:
+    """Policies write each group's actions into one [T, E, N, D] buffer at full width D; groups whose Box
+    actions are narrower than D (mpe2's speaker and listener, continuous) are not trainable yet."""
+    widths = {name: g.action_space.shape[0] for name, g in groups.items()
+              if isinstance(g.action_space, gymnasium.spaces.Box)}
+    if len(set(widths.values())) > 1:
+        raise ValueError(f"{env_name}: groups have Box actions of different widths {widths}; training such an env "
+                         "is not supported yet (train it with continuous_actions=False)")
+
 class NonFiniteLossError(FloatingPointError):
     """A loss or statistic became NaN/Inf; the message names the iteration."""
 
@@ -60,6 +71,7 @@ class Trainer:
                         validate=False, env_id_offset=self.shard.lo, global_state=self.reads_global_state,
                         **cfg.env_params)
         groups = self.env.groups
+        refuse_mixed_box_widths(groups, cfg.env)
         unknown = sorted(set(cfg.train_groups) - set(groups))
         if unknown:
             raise ValueError(f"train_groups names unknown group(s) {unknown}; {cfg.env} has {list(groups)}")

@@ -1,0 +1,76 @@
+"""The core's phases and the helpers scenarios call from theirs (``fn(e, [i,] s, c, actions)``).
+
+A step runs ``particle_forces_phase`` (every agent's force from the old state) | ``particle_move_phase``
+(integrate, then the agent's message: mpe2's World.step) | the scenario's phases, one of which ends the
+step with :func:`particle_finish`. An episode starts with the scenario's draws (:func:`particle_draw_position`,
+:func:`particle_draw_index`) | ``particle_start_clock`` | the scenario's observation.
+"""
+import numpy as np
+
+from ...kernels import random_below, random_uniform
+from ...kernels.targets import device
+from .physics import particle_force, particle_integrate, particle_message
+
+_ZERO = np.float32(0.0)
+#: RNG key (the "agent" slot) of a scenario's k-th per-episode index draw: past every entity index
+#: (agents + landmarks <= 2**20), so draws of positions and of indices never share a key.
+INDEX_DRAW_KEY = 2**21
+
+
+def particle_forces_phase(e, i, s, c, actions):
+    fx, fy = particle_force(s.pos[e], s.landmark_pos[e], actions[e], i, s, c)
+    s.force[e, i, 0] = fx
+    s.force[e, i, 1] = fy
+
+
+def particle_move_phase(e, i, s, c, actions):
+    particle_integrate(s.pos[e], s.vel[e], i, s, c, s.force[e, i, 0], s.force[e, i, 1])
+    particle_message(actions[e], s.comm[e], i, s, c)
+
+
+def particle_start_clock(e, i, s, c, actions):
+    """A new episode's agents rest and are silent (mpe2's reset_world); the clock starts at 0."""
+    s.vel[e, i, 0] = _ZERO
+    s.vel[e, i, 1] = _ZERO
+    for d in range(s.comm.shape[2]):
+        s.comm[e, i, d] = _ZERO
+    if i == 0:
+        s.timestep[e] = 0
+
+
+@device
+def particle_finish(e, s, c, terminal):
+    """End a step of env e: timestep + 1; truncated when it reaches max_cycles, else terminated when the
+    scenario's ``terminal`` holds (mpe2 tests truncation first)."""
+    t = s.timestep[e] + 1
+    s.timestep[e] = t
+    truncated = t >= c.max_cycles
+    s.truncated[e] = truncated
+    s.terminated[e] = terminal and not truncated
+
+
+@device
+def particle_uniform(e, key, stream, s, c, low, span):
+    """float32 low + span * U[0, 1) for env e's episode, keyed by (seed, global env id, key, episode, stream)."""
+    return low + span * random_uniform(c.seed, c.env_id_offset + e, key, s.episode[e], stream)
+
+
+@device
+def particle_draw_position(e, entity, s, c, low, span):
+    """Entity ``entity`` (an agent < N, else a landmark) of env e uniform in [low, low + span)^2
+    (mpe2's ``np_random.uniform(low, high, 2)``; the streams are gpurl's own)."""
+    num_agents = s.pos.shape[1]
+    x = particle_uniform(e, entity, 0, s, c, low, span)
+    y = particle_uniform(e, entity, 1, s, c, low, span)
+    if entity < num_agents:
+        s.pos[e, entity, 0] = x
+        s.pos[e, entity, 1] = y
+    else:
+        s.landmark_pos[e, entity - num_agents, 0] = x
+        s.landmark_pos[e, entity - num_agents, 1] = y
+
+
+@device
+def particle_draw_index(e, slot, s, c, n):
+    """The scenario's ``slot``-th per-episode integer draw of env e, uniform in [0, n)."""
+    return random_below(c.seed, c.env_id_offset + e, INDEX_DRAW_KEY + slot, s.episode[e], 0, n)
