@@ -5,9 +5,14 @@ the base class; each scenario is one module.
 """
 from .env import ParticleEnv
 from .simple import Simple
+from .simple_adversary import SimpleAdversary
+from .simple_crypto import SimpleCrypto
+from .simple_push import SimplePush
 from .world import AgentGroup, Kind, Landmarks, World
 
 #: Scenario name -> class, registered with ``gpurl.make`` by :mod:`gpurl.envs`.
-SCENARIOS = {"simple": Simple}
+SCENARIOS = {"simple": Simple, "simple_adversary": SimpleAdversary, "simple_crypto": SimpleCrypto,
+             "simple_push": SimplePush}
 
-__all__ = ["AgentGroup", "Kind", "Landmarks", "ParticleEnv", "SCENARIOS", "Simple", "World"]
+__all__ = ["AgentGroup", "Kind", "Landmarks", "ParticleEnv", "SCENARIOS", "Simple", "SimpleAdversary", "SimpleCrypto",
+           "SimplePush", "World"]
