@@ -6,12 +6,16 @@ simple_formation share).
 """
 from .env import ParticleEnv
 from .simple import Simple
+from .simple_adversary import SimpleAdversary
+from .simple_crypto import SimpleCrypto
 from .simple_formation import SimpleFormation
 from .simple_line import SimpleLine
+from .simple_push import SimplePush
 from .world import AgentGroup, Kind, Landmarks, World
 
 #: Scenario name -> class, registered with ``gpurl.make`` by :mod:`gpurl.envs`.
-SCENARIOS = {"simple": Simple, "simple_line": SimpleLine, "simple_formation": SimpleFormation}
+SCENARIOS = {"simple": Simple, "simple_adversary": SimpleAdversary, "simple_crypto": SimpleCrypto,
+             "simple_push": SimplePush, "simple_line": SimpleLine, "simple_formation": SimpleFormation}
 
-__all__ = ["AgentGroup", "Kind", "Landmarks", "ParticleEnv", "SCENARIOS", "Simple", "SimpleFormation",
-           "SimpleLine", "World"]
+__all__ = ["AgentGroup", "Kind", "Landmarks", "ParticleEnv", "SCENARIOS", "Simple", "SimpleAdversary", "SimpleCrypto",
+           "SimpleFormation", "SimpleLine", "SimplePush", "World"]
