@@ -3,7 +3,8 @@ against its CPU build (env-major), with the same params, seeds, actions and a cr
 
 Integers (clock, episode counts, draws, flags) must match exactly; floats within FLOAT_ATOL: the simulator
 evaluates ``math.exp``/``math.sqrt`` of float32 values in float64 before rounding, the CPU build in float32.
-Tiny: 2 envs, 3-step episodes (an autoreset inside the run), 4 steps, messages where agents talk.
+Tiny: 2 envs, 3-step episodes (an autoreset inside the run), 4 steps, messages where agents talk; Box actions
+only where their decoding differs (each case is one more CPU compile).
 """
 from __future__ import annotations
 
@@ -59,8 +60,17 @@ def crowd(envs, gen: torch.Generator) -> None:
             env.state.comm.copy_(comm)
 
 
-@pytest.mark.parametrize("continuous", [False, True], ids=["discrete", "continuous"])
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def talks(name: str) -> bool:
+    return "comm" in SCENARIOS[name].state
+
+
+#: Every scenario with Discrete actions; Box actions (another CPU compile each) where their decoding differs:
+#: the core's Box movement (``simple``) and Box messages (the scenarios where agents talk).
+CASES = [(name, False) for name in sorted(SCENARIOS)] + [(name, True) for name in sorted(SCENARIOS)
+                                                          if name == "simple" or talks(name)]
+
+
+@pytest.mark.parametrize("name, continuous", CASES, ids=[f"{n}-{'box' if c else 'discrete'}" for n, c in CASES])
 def test_simulator_matches_cpu_build(name, continuous):
     sim, cpu = make_pair(name, continuous)
     sim.reset()
