@@ -11,11 +11,13 @@ from .simple_crypto import SimpleCrypto
 from .simple_formation import SimpleFormation
 from .simple_line import SimpleLine
 from .simple_push import SimplePush
+from .simple_world_comm import SimpleWorldComm
 from .world import AgentGroup, Kind, Landmarks, World
 
 #: Scenario name -> class, registered with ``gpurl.make`` by :mod:`gpurl.envs`.
 SCENARIOS = {"simple": Simple, "simple_adversary": SimpleAdversary, "simple_crypto": SimpleCrypto,
-             "simple_push": SimplePush, "simple_line": SimpleLine, "simple_formation": SimpleFormation}
+             "simple_push": SimplePush, "simple_world_comm": SimpleWorldComm, "simple_line": SimpleLine,
+             "simple_formation": SimpleFormation}
 
 __all__ = ["AgentGroup", "Kind", "Landmarks", "ParticleEnv", "SCENARIOS", "Simple", "SimpleAdversary", "SimpleCrypto",
-           "SimpleFormation", "SimpleLine", "SimplePush", "World"]
+           "SimpleFormation", "SimpleLine", "SimplePush", "SimpleWorldComm", "World"]
