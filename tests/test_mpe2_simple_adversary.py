@@ -10,8 +10,8 @@ pytest.importorskip("mpe2")
 from mpe2 import simple_adversary_v3  # noqa: E402
 
 import gpurl  # noqa: E402
-from mpe2_pairing import (Pairing, check_whole_episodes, host_state, inject_start, make_pair, run_episode,  # noqa: E402
-                          set_world)
+from mpe2_pairing import (Pairing, check_pettingzoo, check_whole_episodes, host_state,  # noqa: E402
+                          inject_start, make_pair, run_episode, set_world)
 
 pytestmark = pytest.mark.cpu
 
@@ -74,3 +74,7 @@ def test_goal_draw_spread_and_observed():
         assert (obs[:, 0, 12:] == 0).all() and (obs[:, 1:, 14:] == 0).all()  # padding after obs_dim
     counts = torch.bincount(torch.cat(goals) - n, minlength=3)
     assert counts.sum() == 192 and (counts >= 40).all(), counts
+
+
+def test_pettingzoo_adapter_passes_the_api_test_with_mpe2s_names_and_spaces():
+    check_pettingzoo("simple_adversary", simple_adversary_v3)

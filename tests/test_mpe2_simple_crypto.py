@@ -10,8 +10,8 @@ pytest.importorskip("mpe2")
 from mpe2 import simple_crypto_v3  # noqa: E402
 
 import gpurl  # noqa: E402
-from mpe2_pairing import (Pairing, check_whole_episodes, host_state, inject_start, make_pair,  # noqa: E402
-                          mpe2_actions, obs_matrix, set_world)
+from mpe2_pairing import (Pairing, check_pettingzoo, check_whole_episodes, host_state,  # noqa: E402
+                          inject_start, make_pair, mpe2_actions, obs_matrix, set_world)
 
 pytestmark = pytest.mark.cpu
 
@@ -92,3 +92,7 @@ def test_goal_and_key_draws_spread_and_observed():
         assert (obs[:, 0] == 0).all()
     counts = torch.bincount(torch.cat(pairs), minlength=4)  # (goal, key) pairs
     assert (counts >= 15).all(), counts
+
+
+def test_pettingzoo_adapter_passes_the_api_test_with_mpe2s_names_and_spaces():
+    check_pettingzoo("simple_crypto", simple_crypto_v3)

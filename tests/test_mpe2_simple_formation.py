@@ -12,7 +12,7 @@ pytest.importorskip("mpe2")
 from mpe2 import simple_formation_v1  # noqa: E402
 
 import gpurl  # noqa: E402
-from mpe2_pairing import Pairing, check_whole_episodes, host_state, make_pair, set_world  # noqa: E402
+from mpe2_pairing import Pairing, check_pettingzoo, check_whole_episodes, host_state, make_pair, set_world  # noqa: E402
 
 pytestmark = pytest.mark.cpu
 
@@ -69,3 +69,7 @@ def test_reset_draw_and_observation():
     np.testing.assert_array_equal(obs[:, :, :2], 0)
     np.testing.assert_array_equal(obs[:, :, 2:4], pos)
     np.testing.assert_array_equal(obs[:, :, 4:6], lm[:, :1] - pos)
+
+
+def test_pettingzoo_adapter_passes_the_api_test_with_mpe2s_names_and_spaces():
+    check_pettingzoo("simple_formation", simple_formation_v1)

@@ -11,7 +11,7 @@ from mpe2 import simple_line_v1  # noqa: E402
 from scipy.stats import ks_2samp  # noqa: E402
 
 import gpurl  # noqa: E402
-from mpe2_pairing import Pairing, check_whole_episodes, make_pair, set_world, host_state  # noqa: E402
+from mpe2_pairing import Pairing, check_pettingzoo, check_whole_episodes, make_pair, set_world, host_state  # noqa: E402
 
 pytestmark = pytest.mark.cpu
 
@@ -104,3 +104,7 @@ def test_landmark_draw_follows_mpe2():
     ours, want = directions(lm), directions(np.array(theirs))
     assert np.histogram(ours, bins=8, range=(-np.pi, np.pi))[0].min() > 0
     assert ks_2samp(ours, want).pvalue > 1e-3
+
+
+def test_pettingzoo_adapter_passes_the_api_test_with_mpe2s_names_and_spaces():
+    check_pettingzoo("simple_line", simple_line_v1)

@@ -10,8 +10,8 @@ pytest.importorskip("mpe2")
 from mpe2 import simple_push_v3  # noqa: E402
 
 import gpurl  # noqa: E402
-from mpe2_pairing import (Pairing, check_whole_episodes, host_state, inject_start, make_pair, run_episode,  # noqa: E402
-                          set_world)
+from mpe2_pairing import (Pairing, check_pettingzoo, check_whole_episodes, host_state,  # noqa: E402
+                          inject_start, make_pair, run_episode, set_world)
 
 pytestmark = pytest.mark.cpu
 
@@ -80,3 +80,7 @@ def test_goal_draw_spread_and_observed():
         assert (obs[:, 0, 8:] == 0).all()  # the adversary's padding
     counts = torch.bincount(torch.cat(goals), minlength=2)
     assert (counts >= 40).all(), counts
+
+
+def test_pettingzoo_adapter_passes_the_api_test_with_mpe2s_names_and_spaces():
+    check_pettingzoo("simple_push", simple_push_v3)

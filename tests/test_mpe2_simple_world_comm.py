@@ -10,7 +10,7 @@ pytest.importorskip("mpe2")
 from mpe2 import simple_world_comm_v3  # noqa: E402
 
 import gpurl  # noqa: E402
-from mpe2_pairing import Pairing, check_whole_episodes, host_state, make_pair, set_world  # noqa: E402
+from mpe2_pairing import Pairing, check_pettingzoo, check_whole_episodes, host_state, make_pair, set_world  # noqa: E402
 
 pytestmark = pytest.mark.cpu
 
@@ -135,3 +135,7 @@ def test_reset_draw_spreads_agents_and_landmarks():
     assert not s.vel.any() and not s.comm.any() and not s.timestep.any()
     assert sorted(n for n in s.__dataclass_fields__) == sorted(
         ["pos", "vel", "comm", "landmark_pos", "timestep", "episode"])
+
+
+def test_pettingzoo_adapter_passes_the_api_test_with_mpe2s_names_and_spaces():
+    check_pettingzoo("simple_world_comm", simple_world_comm_v3)
