@@ -70,7 +70,7 @@ def world_state(pairing: Pairing, m) -> dict:
     state = {"pos": np.array([a.state.p_pos for a in world.agents], np.float32),
              "vel": np.array([a.state.p_vel for a in world.agents], np.float32),
              "landmark_pos": np.array([lm.state.p_pos for lm in world.landmarks], np.float32).reshape(-1, 2)}
-    if world.dim_c > 0:
+    if world.dim_c > 0 and any(not a.silent for a in world.agents):  # gpurl's comm: only where an agent talks
         state["comm"] = np.array([a.state.c for a in world.agents], np.float32).reshape(len(world.agents), -1)
     state.update(pairing.get_draws(world))
     return state

@@ -2,7 +2,8 @@
 
 :mod:`.world` declares worlds, :mod:`.physics` and :mod:`.phases` are the core, :class:`.env.ParticleEnv`
 the base class; each scenario is one module (:mod:`.matching`: the assignment simple_line and
-simple_formation share).
+simple_formation share; :mod:`.goals`: goal landmarks and uniform resets; :mod:`.nearest`: mpe2's
+nearest-neighbour observations).
 """
 from .env import ParticleEnv
 from .simple import Simple
@@ -11,13 +12,18 @@ from .simple_crypto import SimpleCrypto
 from .simple_formation import SimpleFormation
 from .simple_line import SimpleLine
 from .simple_push import SimplePush
+from .simple_reference import SimpleReference
+from .simple_speaker_listener import SimpleSpeakerListener
+from .simple_spread import SimpleSpread
 from .simple_world_comm import SimpleWorldComm
 from .world import AgentGroup, Kind, Landmarks, World
 
 #: Scenario name -> class, registered with ``gpurl.make`` by :mod:`gpurl.envs`.
 SCENARIOS = {"simple": Simple, "simple_adversary": SimpleAdversary, "simple_crypto": SimpleCrypto,
-             "simple_push": SimplePush, "simple_world_comm": SimpleWorldComm, "simple_line": SimpleLine,
-             "simple_formation": SimpleFormation}
+             "simple_push": SimplePush, "simple_reference": SimpleReference,
+             "simple_speaker_listener": SimpleSpeakerListener, "simple_spread": SimpleSpread,
+             "simple_world_comm": SimpleWorldComm, "simple_line": SimpleLine, "simple_formation": SimpleFormation}
 
 __all__ = ["AgentGroup", "Kind", "Landmarks", "ParticleEnv", "SCENARIOS", "Simple", "SimpleAdversary", "SimpleCrypto",
-           "SimpleFormation", "SimpleLine", "SimplePush", "SimpleWorldComm", "World"]
+           "SimpleFormation", "SimpleLine", "SimplePush", "SimpleReference", "SimpleSpeakerListener", "SimpleSpread",
+           "SimpleWorldComm", "World"]

@@ -1,11 +1,14 @@
-"""Device helpers of the scenarios whose agents share a goal landmark (simple_adversary, simple_crypto,
-simple_push; docs/specs/mpe.md).
+"""Device helpers of the scenarios whose agents have goal landmarks (docs/specs/mpe.md), and their reset draw.
 
-Their mpe2 ``reset_world`` draws the goal first (``landmarks[np_random.integers(L)]``, the same landmark for
-every agent), then every agent's and every landmark's position uniform in [-1, 1)^2. The goal is the state
-field ``goal_a`` int32 [E, N]: an entity index (agents first, then landmarks), one per agent as mpe2 keeps
-it, so that a written state may give agents different goals and every reward and observation reads the
-rewarded or observing agent's own.
+simple_adversary, simple_crypto, simple_push: mpe2's ``reset_world`` draws the goal first
+(``landmarks[np_random.integers(L)]``, the same landmark for every agent), then every agent's and every
+landmark's position uniform in [-1, 1)^2. The goal is the state field ``goal_a`` int32 [E, N]: an entity index
+(agents first, then landmarks), one per agent as mpe2 keeps it, so that a written state may give agents
+different goals and every reward and observation reads the rewarded or observing agent's own.
+
+simple_reference, simple_speaker_listener: a goal landmark per agent, ``goal_b`` int32 [E, N] (-1 for None),
+drawn per agent; observations show its colour, derived from the index (:func:`goal_colour`), never stored.
+simple_spread shares their uniform positions (:func:`draw_uniform_world`).
 """
 import math
 
@@ -64,3 +67,30 @@ def zero_fill(row, start):
     """row[start:] = 0: the padding after an agent's own obs_dim (obs rows are reused between steps)."""
     for d in range(start, row.shape[0]):
         row[d] = _ZERO
+
+
+def draw_uniform_world(e, i, s, c, actions):
+    """Per-agent draw phase: agent i and landmarks i, i + N, i + 2N, ... uniform in [-1, 1)^2 (mpe2's
+    ``np_random.uniform(-1, +1, dim_p)`` for every entity), so the agents' threads share the landmarks."""
+    num_agents = s.pos.shape[1]
+    particle_draw_position(e, i, s, c, _LOW, _SPAN)
+    for landmark in range(i, s.landmark_pos.shape[1], num_agents):
+        particle_draw_position(e, num_agents + landmark, s, c, _LOW, _SPAN)
+
+
+@device
+def goal_landmark(e, i, s):
+    """The landmark (0..L-1) agent i's ``goal_b`` names, or -1 where it names none (None, or an index
+    written into the state that is not a landmark's)."""
+    landmark = s.goal_b[e, i] - s.pos.shape[1]
+    return landmark if 0 <= landmark < s.landmark_pos.shape[1] else -1
+
+
+@device
+def goal_colour(landmark, channel, high, low):
+    """Channel ``channel`` of landmark ``landmark``'s RGB colour where landmark l is ``high`` in channel l and
+    ``low`` elsewhere (mpe2's three landmark colours in simple_reference and simple_speaker_listener); zeros
+    for no landmark (-1)."""
+    if landmark < 0:
+        return _ZERO
+    return high if channel == landmark else low

@@ -8,10 +8,10 @@ import numpy as np
 
 from ...kernels import per_agent, per_env
 from ...kernels.fields import field
-from ...kernels.targets import device
 from ..params import MAX_AGENTS, ranged
 from .env import ParticleEnv, particle_scratch, particle_start, particle_state, particle_step
 from .goals import draw_goal_and_positions, entity_position, goal_distance, zero_fill
+from .nearest import observe_relative
 from .params import ParticleParams
 from .phases import particle_finish
 from .world import AgentGroup, Kind, Landmarks, World
@@ -68,41 +68,6 @@ def simple_adversary_reward(e, s, c, actions):
     for a in range(NUM_ADVERSARIES, s.pos.shape[1]):
         s.reward[e, a] = adversary_distance - nearest
     particle_finish(e, s, c, False)
-
-
-@device
-def observe_relative(row, col, points, skip, px, py, nearest):
-    """Write points[j] - (px, py) for every j != skip (-1: none) into row[col:]; returns the column after
-    them. ``nearest`` 0: all of them in index order (mpe2's full observability); k > 0: the k closest,
-    closest first, zero-padded to k slots (mpe2's ``padded_relative_positions``, an ``np.argsort`` of float64
-    distances; here float32 squared distances, ties to the lower index as argsort gives them in practice).
-    O(n^2) per agent: each point's slot is its rank, so nothing is sorted or stored."""
-    n = points.shape[0]
-    if nearest == 0:
-        for j in range(n):
-            if j != skip:
-                row[col] = points[j, 0] - px
-                row[col + 1] = points[j, 1] - py
-                col += 2
-        return col
-    for d in range(col, col + 2 * nearest):
-        row[d] = _ZERO
-    for j in range(n):
-        if j != skip:
-            dx = points[j, 0] - px
-            dy = points[j, 1] - py
-            dj = dx * dx + dy * dy
-            rank = 0  # points before j in (distance, index) order: j's slot
-            for m in range(n):
-                if m != skip and m != j:
-                    mx = points[m, 0] - px
-                    my = points[m, 1] - py
-                    dm = mx * mx + my * my
-                    rank += (dm < dj) | ((dm == dj) & (m < j))
-            if rank < nearest:
-                row[col + 2 * rank] = dx
-                row[col + 2 * rank + 1] = dy
-    return col + 2 * nearest
 
 
 def simple_adversary_observe(e, i, s, c, actions):
