@@ -101,10 +101,10 @@ def main() -> None:
                   f"({row['seconds_per_iteration']:.2f} s/iteration)", flush=True)
             rows.append(row)
         algos[name] = mean_row(rows)
-    print(f"\n{'task':<18}{'group':<11}{'random':>9}{'trained':>9}{'spread':>8}{'env steps':>11}"
+    print(f"\n{'task':<24}{'group':<11}{'random':>9}{'trained':>9}{'spread':>8}{'env steps':>11}"
           f"{'s/iter':>8}{'agent-steps/s':>15}")
     for name, r in algos.items():
-        print(f"{name:<18}{r['group']:<11}{r['return_random']:>9.2f}{r['return_final']:>9.2f}"
+        print(f"{name:<24}{r['group']:<11}{r['return_random']:>9.2f}{r['return_final']:>9.2f}"
               f"{r['return_final_std']:>8.2f}{r['env_steps']:>11.0f}{r['seconds_per_iteration']:>8.2f}"
               f"{r['agent_steps_per_s']:>15.4g}")
     for name, r in algos.items():

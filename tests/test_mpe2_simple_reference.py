@@ -11,7 +11,7 @@ from mpe2 import simple_reference_v3  # noqa: E402
 
 import gpurl  # noqa: E402
 from mpe2_goals import get_goal_b, set_goal_b  # noqa: E402
-from mpe2_pairing import Pairing, check_whole_episodes  # noqa: E402
+from mpe2_pairing import Pairing, check_pettingzoo, check_whole_episodes  # noqa: E402
 
 pytestmark = pytest.mark.cpu
 
@@ -56,3 +56,7 @@ def test_goal_b_draws_are_uniform_landmarks_and_drive_colour_and_reward():
     own = -np.stack([np.linalg.norm(pos[:, 1] - lm[:, 0], axis=1), np.linalg.norm(pos[:, 0] - lm[:, 2], axis=1)], 1)
     want = own.mean(1, keepdims=True) * 0.5 + own * 0.5
     np.testing.assert_allclose(reward.numpy(), want, rtol=0, atol=1e-6)
+
+
+def test_pettingzoo_adapter_passes_the_api_test_with_mpe2s_names_and_spaces():
+    check_pettingzoo("simple_reference", simple_reference_v3)

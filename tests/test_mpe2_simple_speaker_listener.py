@@ -11,7 +11,7 @@ from mpe2 import simple_speaker_listener_v4  # noqa: E402
 
 import gpurl  # noqa: E402
 from mpe2_goals import get_goal_b, set_goal_b  # noqa: E402
-from mpe2_pairing import Pairing, check_whole_episodes, make_pair  # noqa: E402
+from mpe2_pairing import Pairing, check_pettingzoo, check_whole_episodes, make_pair  # noqa: E402
 
 pytestmark = pytest.mark.cpu
 
@@ -56,3 +56,7 @@ def test_goal_b_draw_is_a_uniform_landmark_and_drives_colour_and_reward():
     want = -((env.state.pos[:, 1] - env.state.landmark_pos[:, 1]) ** 2).sum(1)
     np.testing.assert_allclose(reward.numpy(), torch.stack([want, want], 1).numpy(), rtol=0, atol=1e-6)
     np.testing.assert_array_equal(env.state.vel[:, 0].numpy(), 0)  # the speaker never moves
+
+
+def test_pettingzoo_adapter_passes_the_api_test_with_mpe2s_names_and_spaces():
+    check_pettingzoo("simple_speaker_listener", simple_speaker_listener_v4)

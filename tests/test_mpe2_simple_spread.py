@@ -13,8 +13,8 @@ pytest.importorskip("mpe2")
 from mpe2 import simple_spread_v3  # noqa: E402
 
 import gpurl  # noqa: E402
-from mpe2_pairing import (Pairing, check_whole_episodes, host_state, inject_start, make_pair,  # noqa: E402
-                          run_episode, set_world)
+from mpe2_pairing import (Pairing, check_pettingzoo, check_whole_episodes, host_state, inject_start,  # noqa: E402
+                          make_pair, run_episode, set_world)
 
 pytestmark = pytest.mark.cpu
 
@@ -124,3 +124,7 @@ def test_spaces_are_mpe2s(params):
 def test_parameters_are_checked(bad):
     with pytest.raises(ValueError):
         gpurl.make("simple_spread", num_envs=1, device="cpu", **bad)
+
+
+def test_pettingzoo_adapter_passes_the_api_test_with_mpe2s_names_and_spaces():
+    check_pettingzoo("simple_spread", simple_spread_v3)
