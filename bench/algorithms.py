@@ -7,7 +7,9 @@ to a uniformly random policy measured in the same run: does each one learn, and 
 
 Tasks (``TASKS``): ``ppo``, ``a2c`` and ``mappo`` train simple_tag's three adversaries (a team sharing one
 reward) against uniformly random good agents, from the ``simple-tag`` / ``simple-tag-mappo`` presets;
-``ppo-gru`` and ``mappo-gru`` do the same with a GRU actor. The Tag rows ask whether a recurrent policy
+``ppo-gru`` and ``mappo-gru`` do the same with a GRU actor. ``mappo-spread`` and ``mappo-speaker-listener``
+train every agent of mpe2's cooperative simple_spread and simple_speaker_listener (the ``simple-spread`` and
+``simple-speaker-listener`` presets; one team reward, reported for the ``agent`` / ``listener`` group). The Tag rows ask whether a recurrent policy
 replaces ``frame_stack``: tag-small (taggers and runners both learn) with two stacked frames, with one
 frame, and with a GRU and one frame (``tag-small-gru``). Each task reports its ``group``'s mean return
 per episode, random and after training (each run's own evaluation episodes, new seeds).
@@ -41,6 +43,8 @@ TASKS = {
     "mappo": ("simple-tag-mappo", dict(ADVERSARIES), "adversary"),
     "ppo-gru": ("simple-tag", dict(ADVERSARIES, recurrent="gru"), "adversary"),
     "mappo-gru": ("simple-tag-mappo", dict(ADVERSARIES, recurrent="gru"), "adversary"),
+    "mappo-spread": ("simple-spread", dict(iters=60), "agent"),
+    "mappo-speaker-listener": ("simple-speaker-listener", dict(iters=60), "listener"),
     "ppo-tag-2frames": ("tag-small", dict(iters=80), "tagger"),
     "ppo-tag-1frame": ("tag-small", dict(iters=80, frame_stack=1), "tagger"),
     "ppo-tag-gru": ("tag-small-gru", dict(iters=80), "tagger"),
@@ -97,10 +101,10 @@ def main() -> None:
                   f"({row['seconds_per_iteration']:.2f} s/iteration)", flush=True)
             rows.append(row)
         algos[name] = mean_row(rows)
-    print(f"\n{'task':<18}{'group':<11}{'random':>9}{'trained':>9}{'spread':>8}{'env steps':>11}"
+    print(f"\n{'task':<24}{'group':<11}{'random':>9}{'trained':>9}{'spread':>8}{'env steps':>11}"
           f"{'s/iter':>8}{'agent-steps/s':>15}")
     for name, r in algos.items():
-        print(f"{name:<18}{r['group']:<11}{r['return_random']:>9.2f}{r['return_final']:>9.2f}"
+        print(f"{name:<24}{r['group']:<11}{r['return_random']:>9.2f}{r['return_final']:>9.2f}"
               f"{r['return_final_std']:>8.2f}{r['env_steps']:>11.0f}{r['seconds_per_iteration']:>8.2f}"
               f"{r['agent_steps_per_s']:>15.4g}")
     for name, r in algos.items():

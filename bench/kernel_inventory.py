@@ -67,6 +67,20 @@ ENV_CONFIGS: dict[str, EnvConfig] = {
 }
 
 
+def _scenario_configs() -> dict[str, EnvConfig]:
+    from gpurl.envs.mpe import SCENARIOS
+
+    return {f"mpe-{name}": EnvConfig(f"mpe-{name}", name, {}, 4096, "simple-tag", f"{name}, mpe2's defaults, 4096 envs")
+            for name in sorted(SCENARIOS)}
+
+
+#: Every MPE scenario of the particle core at mpe2's defaults and 4096 envs (simple_tag is in ENV_CONFIGS):
+#: their env kernels are checked like the report's (the compile tier), without the report's Triton rows.
+SCENARIO_CONFIGS = _scenario_configs()
+#: Every configuration whose env kernel the compile tier checks.
+ENV_KERNEL_CONFIGS = {**ENV_CONFIGS, **SCENARIO_CONFIGS}
+
+
 # ---- env kernels: recorded launches ----------------------------------------------------------------------
 
 @dataclass

@@ -70,7 +70,7 @@ def world_state(pairing: Pairing, m) -> dict:
     state = {"pos": np.array([a.state.p_pos for a in world.agents], np.float32),
              "vel": np.array([a.state.p_vel for a in world.agents], np.float32),
              "landmark_pos": np.array([lm.state.p_pos for lm in world.landmarks], np.float32).reshape(-1, 2)}
-    if world.dim_c > 0:
+    if world.dim_c > 0 and any(not a.silent for a in world.agents):  # gpurl's comm: only where an agent talks
         state["comm"] = np.array([a.state.c for a in world.agents], np.float32).reshape(len(world.agents), -1)
     state.update(pairing.get_draws(world))
     return state
@@ -210,3 +210,27 @@ def check_whole_episodes(pairing: Pairing, crowded: bool) -> dict:
     stats = run_episode(pairing, env, theirs, gen, check_start_obs=not crowded)
     print(f"\n{pairing.env_name} {pairing.params} crowded={crowded}: {stats}")
     return stats
+
+
+def check_pettingzoo(env_name: str, mpe2_module, params: dict | None = None) -> None:
+    """gpurl's PettingZoo adapter of ``env_name`` passes ``parallel_api_test`` and has mpe2's agent names,
+    observation, action and state spaces, with Discrete and with Box actions (only the Discrete env runs:
+    the Box one's spaces need no compile)."""
+    import warnings
+
+    from pettingzoo.test import parallel_api_test
+
+    from gpurl.envs.adapters import parallel_env
+
+    params = dict(params or {})
+    for continuous in (False, True):
+        ours = parallel_env(env_name, seed=1, **params, continuous_actions=continuous)
+        theirs = mpe2_module.parallel_env(**params, continuous_actions=continuous)
+        assert ours.possible_agents == theirs.possible_agents
+        for agent in ours.possible_agents:
+            assert ours.observation_space(agent).shape == theirs.observation_space(agent).shape, agent
+            assert ours.action_space(agent) == theirs.action_space(agent), agent
+        assert ours.state_space.shape == theirs.state_space.shape
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the API test reports missing/extra keys as warnings
+        parallel_api_test(parallel_env(env_name, seed=1, **params), num_cycles=60)

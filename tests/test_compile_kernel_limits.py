@@ -1,5 +1,6 @@
 """Compile tier: every kernel gpurl launches on a GPU, at the kernel report's configurations
-(bench/kernel_report.py: tag-10v100 x 1000 envs, simple_tag 3v1v2 x 4096, grid-4 x 2000; the fused actor
+(bench/kernel_report.py: tag-10v100 x 1000 envs, simple_tag 3v1v2 x 4096, grid-4 x 2000, and every MPE
+scenario at mpe2's defaults x 4096 (env kernels only); the fused actor
 of each preset's policy at 1e5 rows, and the fused GRU step of that policy made recurrent; GAE over each
 preset's rollout), fits the H100's per-block limits and does not spill.
 
@@ -13,7 +14,7 @@ constexprs and warps.
 Limits (gpurl.kernels.occupancy.block_limits): threads <= 1024, registers <= 255, registers x threads
 <= 65536 (also as allocated: 256-register units, warps rounded up to 4), static shared memory <= 48 KiB,
 static + dynamic <= 227 KiB; at least one block per SM. Spills: no spill stores or loads in any function
-of the kernel's PTX (``ptxas -v``). ``pytest -s`` prints each kernel's registers and occupancy.
+of the kernel's PTX (``ptxas -v``). Env kernels: no float64 instruction either. ``pytest -s`` prints each kernel's registers and occupancy.
 """
 from __future__ import annotations
 
@@ -31,16 +32,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import kernel_inventory as inv  # noqa: E402
 
-from gpurl.kernels.aot import kernel_signature  # noqa: E402
+from gpurl.kernels.aot import float64_instructions, kernel_signature  # noqa: E402
 from gpurl.kernels.occupancy import occupancy  # noqa: E402
 
 CONFIGS = sorted(inv.ENV_CONFIGS)
+#: The report's configurations and every MPE scenario (env kernels only).
+ENV_KERNEL_CONFIGS = sorted(inv.ENV_KERNEL_CONFIGS)
 
 
 @functools.lru_cache(maxsize=None)
 def recorded(config: str):
     """(env, launches) of ``config``: one reset and one step of its CUDA build, recorded, not run."""
-    return inv.record_launches(inv.ENV_CONFIGS[config])
+    return inv.record_launches(inv.ENV_KERNEL_CONFIGS[config])
 
 
 def describe(name: str, threads: int, res: inv.Resources) -> str:
@@ -55,16 +58,16 @@ def test_configurations_cover_every_builtin_env():
     done = subprocess.run([sys.executable, "-c", "import json, gpurl; print(json.dumps(gpurl.registered()))"],
                           capture_output=True, text=True, check=True)
     builtin = set(json.loads(done.stdout.strip().splitlines()[-1]))
-    assert builtin and builtin <= {c.env for c in inv.ENV_CONFIGS.values()}
+    assert builtin and builtin <= {c.env for c in inv.ENV_KERNEL_CONFIGS.values()}
 
 
-@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("config", ENV_KERNEL_CONFIGS)
 def test_env_kernels_fit_the_block_and_do_not_spill(config, ptxas):
     env, launches = recorded(config)
     assert {launch.phase for launch in launches} >= {"reset", "step"}, "a reset and a step launch something"
     builds: dict[tuple, list] = {}  # one compile per kernel, argument types, constants and block size
     for launch in launches:
-        assert launch.num_envs == inv.ENV_CONFIGS[config].num_envs and launch.num_agents == env.num_agents
+        assert launch.num_envs == inv.ENV_KERNEL_CONFIGS[config].num_envs and launch.num_agents == env.num_agents
         key = (launch.kernel, kernel_signature(launch.args), launch.constants, launch.threads)
         builds.setdefault(key, []).append(launch)
     problems = []
@@ -73,6 +76,8 @@ def test_env_kernels_fit_the_block_and_do_not_spill(config, ptxas):
         res = inv.launch_resources(launch, ptxas)
         print(f"\n{config} {phases}: " + describe(launch.kernel.name, launch.threads, res))
         problems += [f"{launch.kernel.name} ({phases}): {p}" for p in res.problems(launch.threads)]
+        ptx = inv.cached_ptx_sm90(launch.kernel, launch.args, launch.constants)  # compiled above: cached
+        problems += [f"{launch.kernel.name} ({phases}): float64 {op}" for op in float64_instructions(ptx)]
     assert problems == []
 
 

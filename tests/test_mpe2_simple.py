@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("mpe2")
 from mpe2 import simple_v3  # noqa: E402
 
-from mpe2_pairing import Pairing, check_whole_episodes  # noqa: E402
+from mpe2_pairing import Pairing, check_pettingzoo, check_whole_episodes  # noqa: E402
 
 pytestmark = pytest.mark.cpu
 
@@ -18,3 +18,7 @@ def test_whole_episodes_match_mpe2(continuous, crowded):
                                  crowded)
     assert stats["steps"] == 25 and stats["truncated"] == 3 and stats["terminated"] == 0
     assert stats["replays"] == 0
+
+
+def test_pettingzoo_adapter_passes_the_api_test_with_mpe2s_names_and_spaces():
+    check_pettingzoo("simple", simple_v3)

@@ -32,12 +32,13 @@ GROUPS = ("adversary", "good")
 
 
 def make_jaxmarl_tag(num_adversaries: int, num_good: int, num_obstacles: int, max_cycles: int = 25):
-    """JaxMARL's simple_tag with gpurl's episode length: JaxMARL ends an episode when ``step >=
-    max_steps`` *before* incrementing, i.e. after max_steps + 1 steps, so max_steps = max_cycles - 1."""
-    import jaxmarl
+    """JaxMARL's simple_tag with gpurl's episode length (:func:`.mpe_suite.make_jaxmarl`: JaxMARL ends an
+    episode when ``step >= max_steps`` *before* incrementing, i.e. after max_steps + 1 steps, so it is
+    built with max_steps = max_cycles - 1)."""
+    from .mpe_suite import make_jaxmarl, run_config
 
-    return jaxmarl.make("MPE_simple_tag_v3", num_good_agents=num_good, num_adversaries=num_adversaries,
-                        num_obs=num_obstacles, max_steps=max_cycles - 1)
+    return make_jaxmarl(run_config("simple_tag", num_adversaries=num_adversaries, num_good=num_good,
+                                   num_obstacles=num_obstacles, max_cycles=max_cycles))
 
 
 # ---- networks (plain pytrees: no framework between the benchmark and XLA) ------------------------------

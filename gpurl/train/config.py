@@ -183,6 +183,10 @@ TAG_SMALL = dict(
 # compares one frame, two frames and the GRU).
 _TAG_TRAINING = dict(frame_stack=2, lr=1e-3, gamma=0.95, minibatches=8)
 
+# MPE: 25-step episodes, two per rollout; velocities are observed, so no frame stack.
+_MPE_MAPPO = dict(num_envs=256, rollout_len=50, iters=100, lr=1e-3, gamma=0.95, minibatches=4, ent_coef=0.01,
+                  algo="mappo", value_norm=True)
+
 #: name -> config values; "env_params" replaces the env's parameters as a whole.
 PRESETS: dict[str, dict] = {
     "tag-small": dict(env="tag_continuous", env_params=TAG_SMALL, num_envs=128, rollout_len=64, iters=160,
@@ -199,6 +203,10 @@ PRESETS: dict[str, dict] = {
     # concatenated) with the agent's one-hot id, values normalised.
     "simple-tag-mappo": dict(env="simple_tag", env_params={}, num_envs=256, rollout_len=50, iters=100, lr=1e-3,
                              gamma=0.95, minibatches=4, ent_coef=0.01, algo="mappo", value_norm=True),
+    # MAPPO on mpe2's cooperative scenarios at their defaults (the MAPPO paper's MPE tasks): every agent
+    # shares the team reward, every critic reads the global state.
+    "simple-spread": dict(env="simple_spread", env_params={}, **_MPE_MAPPO),
+    "simple-speaker-listener": dict(env="simple_speaker_listener", env_params={}, **_MPE_MAPPO),
     # tag-small with a GRU actor instead of two stacked frames: the state carries the agent's own motion.
     "tag-small-gru": dict(env="tag_continuous", env_params=TAG_SMALL, num_envs=128, rollout_len=64, iters=160,
                           **{**_TAG_TRAINING, "frame_stack": 1}, recurrent="gru"),

@@ -11,6 +11,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from ..checks import check_seed
+from ..spaces import action_bounds
 from ._common import (check_host_actions, check_open, check_random_space, host_copy, is_discrete, observation_space,
                       random_actions)
 
@@ -87,7 +88,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         self.render_mode = None
 
         discrete = is_discrete(spec.action_space)
-        # Every group shares one action layout (KernelEnv checks it); all agents' actions go in one step.
+        # All agents' actions go in one step, [E, N, action_dims] (a narrower Box group's padded with 0).
         self._actions = torch.zeros(env.num_envs, env.num_agents, env.action_dims,
                                     dtype=torch.int64 if discrete else torch.float32, device=env.device)
         self._generator = torch.Generator(device=env.device)
@@ -122,9 +123,9 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         """
         check_open(self)
         env, E, G = self.env, self.env.num_envs, self._group_size
-        dims = env.action_dims
         host = check_host_actions(actions, self.single_action_space, self.num_envs, self._name_sub_env)
-        self._actions[:, self._agents] = torch.as_tensor(host, device=env.device).view(E, G, dims)
+        dims = host.shape[-1]  # the group's own width: a narrower Box group's columns after it stay 0
+        self._actions[:, self._agents, :dims] = torch.as_tensor(host, device=env.device).view(E, G, dims)
         for name in self._others:
             self._act_for(name)
         obs, reward, terminated, truncated, info = env.step(self._actions)
@@ -158,7 +159,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
 
     def _act_for(self, name: str) -> None:
         group = self.env.groups[name]
-        target = self._actions[:, group.agents]
+        target = self._actions[:, group.agents, :action_bounds(group.action_space)[0]]
         if self.other_actions == "random":
             random_actions(group.action_space, target, self._generator)
         elif self.other_actions == "noop":

@@ -119,7 +119,8 @@ class ParallelEnv(pettingzoo.ParallelEnv):
             value = actions[agent]
             one = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value)[None]  # host-ok
             named = lambda _k, a=agent: f"agent {a!r}"  # noqa: E731
-            self._actions[self._rows[agent][0]] = check_host_actions(one, self._action_spaces[agent], 1, named)[0]
+            checked = check_host_actions(one, self._action_spaces[agent], 1, named)[0]
+            self._actions[self._rows[agent][0], :checked.shape[0]] = checked  # a narrower Box group: padded
         batch = torch.as_tensor(self._actions, device=self.env.device).unsqueeze(0)  # [1, N, action_dims]
         obs, reward, terminated, truncated, _ = self.env.step(batch)
 
