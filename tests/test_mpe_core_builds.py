@@ -40,6 +40,10 @@ class MixedParams(ParticleParams):
     def num_landmarks(self) -> int:
         return 3
 
+    @property
+    def dim_c(self) -> int:
+        return DIM_C
+
 
 def mixed_draw(e, i, s, c, actions):
     particle_draw_position(e, i, s, c, _LOW, _SPAN)

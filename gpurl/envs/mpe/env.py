@@ -107,8 +107,10 @@ class ParticleEnv(KernelEnv):
         return world_tables(self.world())
 
     def constants(self) -> dict:
-        p = self.params
-        return {**world_constants(self.world(), max_cycles=p.max_cycles, continuous=bool(p.continuous_actions)),
+        p, world = self.params, self.world()
+        if world.talks() != ("comm" in type(self).state):  # the core writes messages only where one talks
+            raise ValueError(f"{self.env_name()}: state and scratch must say talks={world.talks()} as its world does")
+        return {**world_constants(world, max_cycles=p.max_cycles, continuous=bool(p.continuous_actions)),
                 **self.scenario_constants()}
 
     def build_constants(self) -> dict:
