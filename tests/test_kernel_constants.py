@@ -38,9 +38,12 @@ def test_run_python_sees_the_same_constants_as_the_build():
 def test_freeze_constants_sorts_and_rejects_what_cannot_be_a_literal():
     assert freeze_constants({"B": 2, "A": 1}) == (("A", 1), ("B", 2))
     assert freeze_constants(None) == ()
-    for bad in ({"A": 1.5}, {"A": True}, {"not a name": 1}):
+    for bad in ({"A": 1.5}, {"A": True}, {"not a name": 1}, {"A": ()}, {"A": (1, np.float32(2))}, {"A": (1.5,)},
+                {"A": (True,)}, {"A": np.float64(1)}):
         with pytest.raises(TypeError, match="constant"):
             freeze_constants(bad)
+    tables = {"T": (np.float32(0.5), np.float32(2)), "U": (3, 4), "V": np.float32(1)}
+    assert freeze_constants(tables) == tuple(sorted(tables.items()))
 
 
 def test_direct_launch_types_once_per_key_then_calls_the_compiled_overload(monkeypatch):

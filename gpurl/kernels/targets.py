@@ -20,6 +20,8 @@ from __future__ import annotations
 import types
 from typing import Callable
 
+import numpy as np
+
 TARGETS = ("cpu", "cuda")
 
 
@@ -85,19 +87,37 @@ def _check_target(target: str) -> None:
 
 
 def freeze_constants(constants: dict | None) -> tuple:
-    """``{global name: int}`` -> the hashable form builds take: sorted ``(name, value)`` pairs.
+    """``{global name: value}`` -> the hashable form builds take: sorted ``(name, value)`` pairs.
 
     A constant replaces the module global of that name in every function of a build that reads it, so
     the name must be unique to its kernel (``SIMPLE_TAG_AGENTS``, not ``N``). A kernel reads it as
     ``SIZE if SIZE > 0 else arrays.shape[k]`` with the global defaulting to 0: one source serves the build
     with run-time sizes and any number of builds with fixed ones.
+
+    A value is an int, a ``np.float32``, or a non-empty tuple of ints or of ``np.float32`` (a small table:
+    ``TABLE[k]`` with ``k`` a literal, e.g. in an unrolled loop, compiles to the number itself).
     """
     frozen = []
     for name, value in sorted((constants or {}).items()):
-        if not name.isidentifier() or isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"constant {name!r}: expected an identifier and an int, got {value!r}")
+        if not name.isidentifier() or not _literal_value(value):
+            raise TypeError(f"constant {name!r}: expected an identifier and an int, a np.float32 or a tuple of "
+                            f"ints or of np.float32, got {value!r}")
         frozen.append((name, value))
     return tuple(frozen)
+
+
+def _literal_value(value) -> bool:
+    """``value`` compiles to a literal of one type: an int (not a bool), a np.float32 (a Python float would
+    be float64), or a non-empty tuple of either kind, all of one type."""
+    def scalar(v) -> type | None:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return int
+        return np.float32 if isinstance(v, np.float32) else None
+
+    if isinstance(value, tuple):
+        types_ = {scalar(v) for v in value}
+        return len(types_) == 1 and None not in types_
+    return scalar(value) is not None
 
 
 def rebind_globals(pyfunc: Callable, target: str, constants: tuple = ()) -> Callable:

@@ -20,11 +20,29 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .. import base
 from ..base import KernelEnv
-from ...kernels import per_agent
+from ...kernels import per_agent, per_env
 from ...kernels.fields import field
-from .phases import particle_forces_phase, particle_move_phase, particle_start_clock
+from .phases import particle_cap_phase, particle_forces_phase, particle_move_phase, particle_start_clock
+from .physics import fixed_world_constants
 from .world import World, world_constants, world_groups, world_tables
+
+
+#: The most landmarks a fixed-size build takes (beside at most ``base.SMALL_WORLD_AGENTS`` agents).
+SMALL_WORLD_LANDMARKS = 16
+
+
+def particle_build_constants(world: World, target: str, num_envs: int) -> dict:
+    """The core's build constants for a ``num_envs`` batch of ``world`` on ``target``: the world fixed (its
+    sizes, tables and numbers: :func:`.physics.fixed_world_constants`) where the toolkit fixes the agent count
+    too (a large CPU batch of a small world, :data:`gpurl.envs.base.FIXED_AGENTS_MIN_ENVS`) and the landmarks
+    are few, else none (run-time sizes). One more compile per world, which only a large batch repays; both
+    builds compute the same bits."""
+    if (target != "cpu" or num_envs < base.FIXED_AGENTS_MIN_ENVS or world.num_agents > base.SMALL_WORLD_AGENTS
+            or world.num_landmarks > SMALL_WORLD_LANDMARKS):
+        return {}
+    return fixed_world_constants(world)
 
 
 def particle_state(*, talks: bool, **draws) -> dict:
@@ -40,16 +58,20 @@ def particle_state(*, talks: bool, **draws) -> dict:
 
 def particle_scratch(*, talks: bool) -> dict:
     """Kernel-private arrays: the step's force on each agent (from the old state, for every agent before any
-    moves), and where no agent talks a zero-width ``comm`` (the core's phases write messages of every world)."""
-    scratch = {"force": field("float32", "agents", 2)}
+    moves), whether an agent of the env exceeds its speed cap (``too_fast``, uint8 [E]), and where no agent
+    talks a zero-width ``comm`` (the core's phases name ``s.comm`` in every world, and write it where one
+    talks)."""
+    scratch = {"force": field("float32", "agents", 2), "too_fast": field("uint8")}
     if not talks:
         scratch["comm"] = field("float32", "agents", 0)
     return scratch
 
 
 def particle_step(*scenario_phases) -> list:
-    """A step: forces (old state) | move and message | the scenario's phases (rewards, ends, observe)."""
-    return [per_agent(particle_forces_phase), per_agent(particle_move_phase), *scenario_phases]
+    """A step: forces (old state) | move and message | speed caps (where needed) | the scenario's phases
+    (rewards, ends, observe)."""
+    return [per_agent(particle_forces_phase), per_agent(particle_move_phase), per_env(particle_cap_phase),
+            *scenario_phases]
 
 
 def particle_start(draw_phases: list, observe_phases: list) -> list:
@@ -88,6 +110,9 @@ class ParticleEnv(KernelEnv):
         p = self.params
         return {**world_constants(self.world(), max_cycles=p.max_cycles, continuous=bool(p.continuous_actions)),
                 **self.scenario_constants()}
+
+    def build_constants(self) -> dict:
+        return particle_build_constants(self.world(), self.target, self.num_envs)
 
     def check_actions(self, actions: torch.Tensor) -> None:
         if not self._discrete and bool(actions.isnan().any()):  # host-ok: validate=True opt-in check

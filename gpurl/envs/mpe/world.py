@@ -141,7 +141,10 @@ def world_tables(world: World) -> dict[str, np.ndarray]:
     - ``kind_actions`` int32 [K]: its Discrete n (out-of-range actions are clamped into it);
     - ``pair_dmin`` float32 [K, K]: size_a + size_b, summed in float64 as mpe2 does and rounded once;
     - ``pair_reach2`` float32 [K, K]: the squared distance beyond which a contact is negligible
-      (``CONTACT_REACH_MARGINS`` margins past d_min), or -1 when either kind does not collide.
+      (``CONTACT_REACH_MARGINS`` margins past d_min), or -1 when either kind does not collide;
+    - ``kind_agent_reach2`` / ``kind_landmark_reach2`` float32 [K]: a kind's largest ``pair_reach2`` with
+      the kinds of the world's agents / landmarks (-1: it collides with none of them), the cut-off a
+      far pair is tested against before its own reach is looked up.
     """
     kinds = world.kinds()
     index = {kind: k for k, kind in enumerate(kinds)}
@@ -155,6 +158,8 @@ def world_tables(world: World) -> dict[str, np.ndarray]:
             if ka.collide and kb.collide:
                 reach2[a, b] = _f32((d + CONTACT_REACH_MARGINS * world.contact_margin) ** 2)
     max_speed = [math.inf if k.max_speed is None else k.max_speed for k in kinds]
+    agent_kinds = sorted({index[g.kind] for g in world.groups if g.count > 0})
+    landmark_kinds = sorted({index[run.kind] for run in world.landmarks if run.count > 0})
     return {
         "entity_kind": np.array([index[k] for k in world.entity_kinds()], np.int32),
         "kind_accel": np.array([DEFAULT_ACCEL if k.accel is None else k.accel for k in kinds], np.float32),
@@ -166,7 +171,16 @@ def world_tables(world: World) -> dict[str, np.ndarray]:
         "kind_actions": np.array([discrete_actions(k, world.dim_c) for k in kinds], np.int32),
         "pair_dmin": dmin,
         "pair_reach2": reach2,
+        "kind_agent_reach2": _largest_reach2(reach2, agent_kinds),
+        "kind_landmark_reach2": _largest_reach2(reach2, landmark_kinds),
     }
+
+
+def _largest_reach2(reach2: np.ndarray, others: list[int]) -> np.ndarray:
+    """float32 [K]: each kind's largest reach2 with the kinds ``others`` (-1 where there are none)."""
+    if not others:
+        return np.full(reach2.shape[0], -1.0, np.float32)
+    return reach2[:, others].max(axis=1).astype(np.float32)
 
 
 def world_constants(world: World, *, max_cycles: int, continuous: bool) -> dict:
@@ -175,6 +189,6 @@ def world_constants(world: World, *, max_cycles: int, continuous: bool) -> dict:
                 inv_margin=_f32(1.0 / world.contact_margin),
                 contact_scale=_f32(world.contact_force * world.contact_margin),
                 dim_c=np.int32(world.dim_c), max_cycles=np.int32(max_cycles),
-                continuous=np.int32(bool(continuous)),
+                continuous=np.int32(bool(continuous)), any_talks=np.int32(world.talks()),
                 any_contacts=np.int32(any(k.collide and k.movable for k in world.kinds())
                                       and sum(1 for k in world.entity_kinds() if k.collide) > 1))

@@ -48,6 +48,11 @@ class SimpleTagParams:
         return self.num_adversaries + self.num_good
 
     @property
+    def num_landmarks(self) -> int:
+        """The obstacles are the world's landmarks (the particle core's name)."""
+        return self.num_obstacles
+
+    @property
     def adversary_obs_dim(self) -> int:
         """v, p, obstacles, other agents, good agents' velocities: 4 + 2L + 2(N-1) + 2G."""
         return 4 + 2 * self.num_obstacles + 2 * (self.num_agents - 1) + 2 * self.num_good
