@@ -48,6 +48,9 @@ class Pairing:
     may_flip: Callable = no_flips
     #: the size of a reward jump ``may_flip`` excuses (simple_tag's catches: 10)
     flip_size: float = 10.0
+    #: runs before mpe2 steps env e, as ``before_step(env, m, e)`` (gpurl not stepped yet): e.g. to hand
+    #: mpe2 gpurl's own draws for the step (collect_treasure's respawns)
+    before_step: Callable = lambda env, m, e: None
 
 
 def make_pair(pairing: Pairing, num_envs: int = E):
@@ -126,6 +129,11 @@ def mpe2_actions(env, m, actions: torch.Tensor, e: int) -> dict:
     return out
 
 
+def step_mpe2(pairing: Pairing, env, m, actions: torch.Tensor, e: int):
+    pairing.before_step(env, m, e)
+    return m.step(mpe2_actions(env, m, actions, e))
+
+
 def rewards_agree(ours: np.ndarray, theirs: np.ndarray, atol: float, flip_ok: bool, flip_size: float) -> bool:
     diff = np.abs(ours - theirs)
     if (diff <= atol).all():
@@ -161,7 +169,7 @@ def run_episode(pairing: Pairing, env, theirs, gen: torch.Generator, check_start
         before = [world_state(pairing, m) for m in theirs]
         counters = (env.state.timestep.clone(), env.state.episode.clone())
         actions = random_actions(env, gen)
-        results = [m.step(mpe2_actions(env, m, actions, e)) if active[e] else None for e, m in enumerate(theirs)]
+        results = [step_mpe2(pairing, env, m, actions, e) if active[e] else None for e, m in enumerate(theirs)]
 
         def compare(obs_atol, reward_atol):
             obs, reward, term, trunc, info = (x.clone() if torch.is_tensor(x) else x for x in env.step(actions))

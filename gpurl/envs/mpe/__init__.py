@@ -5,6 +5,7 @@ the base class; each scenario is one module (:mod:`.matching`: the assignment si
 simple_formation share; :mod:`.goals`: goal landmarks and uniform resets; :mod:`.nearest`: mpe2's
 nearest-neighbour observations).
 """
+from .collect_treasure import CollectTreasure
 from .env import ParticleEnv
 from .simple import Simple
 from .simple_adversary import SimpleAdversary
@@ -22,8 +23,9 @@ from .world import AgentGroup, Kind, Landmarks, World
 SCENARIOS = {"simple": Simple, "simple_adversary": SimpleAdversary, "simple_crypto": SimpleCrypto,
              "simple_push": SimplePush, "simple_reference": SimpleReference,
              "simple_speaker_listener": SimpleSpeakerListener, "simple_spread": SimpleSpread,
-             "simple_world_comm": SimpleWorldComm, "simple_line": SimpleLine, "simple_formation": SimpleFormation}
+             "simple_world_comm": SimpleWorldComm, "simple_line": SimpleLine, "simple_formation": SimpleFormation,
+             "collect_treasure": CollectTreasure}
 
-__all__ = ["AgentGroup", "Kind", "Landmarks", "ParticleEnv", "SCENARIOS", "Simple", "SimpleAdversary", "SimpleCrypto",
-           "SimpleFormation", "SimpleLine", "SimplePush", "SimpleReference", "SimpleSpeakerListener", "SimpleSpread",
-           "SimpleWorldComm", "World"]
+__all__ = ["AgentGroup", "CollectTreasure", "Kind", "Landmarks", "ParticleEnv", "SCENARIOS", "Simple",
+           "SimpleAdversary", "SimpleCrypto", "SimpleFormation", "SimpleLine", "SimplePush", "SimpleReference",
+           "SimpleSpeakerListener", "SimpleSpread", "SimpleWorldComm", "World"]
