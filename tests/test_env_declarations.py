@@ -212,7 +212,7 @@ def test_unknown_parameters_and_bad_field_dtypes():
         field("float64", "agents")
 
 
-def _groups(*spaces):
+def _one_agent_groups(*spaces):
     return {f"g{k}": gpurl.Group(slice(k, k + 1), 2, space) for k, space in enumerate(spaces)}
 
 
@@ -221,9 +221,10 @@ def test_action_layout_pads_narrower_box_groups_and_refuses_mixed_kinds():
 
     box = lambda w: gymnasium.spaces.Box(0.0, 1.0, (w,), dtype=np.float32)  # noqa: E731
     # mpe2's speaker (3 message components) and listener (5 movement components): one [E, N, 5] tensor.
-    assert action_layout(_groups(box(3), box(5)), "speaker_listener") == (5, False)
-    assert action_layout(_groups(gymnasium.spaces.Discrete(3), gymnasium.spaces.Discrete(5)), "d") == (1, True)
+    assert action_layout(_one_agent_groups(box(3), box(5)), "speaker_listener") == (5, False)
+    discrete = gymnasium.spaces.Discrete
+    assert action_layout(_one_agent_groups(discrete(3), discrete(5)), "d") == (1, True)
     with pytest.raises(ValueError, match=r"mixed: groups \['g0'\] have integer actions and \['g1'\] Box"):
-        action_layout(_groups(gymnasium.spaces.Discrete(3), box(5)), "mixed")
+        action_layout(_one_agent_groups(discrete(3), box(5)), "mixed")
     with pytest.raises(ValueError, match="same number of action dims"):
-        action_layout(_groups(gymnasium.spaces.MultiDiscrete([2, 2]), gymnasium.spaces.Discrete(5)), "md")
+        action_layout(_one_agent_groups(gymnasium.spaces.MultiDiscrete([2, 2]), discrete(5)), "md")
