@@ -65,6 +65,7 @@ class KernelEnv:
       ``scratch`` is kernel-private, ``metrics`` names per-env float32 counts of the last step
       (``env.step_metrics()``), zero for ended envs;
     - ``constants(self) -> {name: NumPy scalar}``: the kernels' ``c`` (float32 values as ``np.float32``);
+    - optionally ``field_sizes(self) -> {name: int}``: named dims its fields use that are not params;
     - ``step_phases`` and ``start_phases``: the kernels (:mod:`.lifecycle` says what each must write);
     - optionally ``state_phases`` and ``global_state_dim(self) -> int`` (S, from ``self.params``: it is
       called before the arrays exist): the phases write the global state ``s.global_state[e, :S]`` after
@@ -155,6 +156,11 @@ class KernelEnv:
         groups of agents x obs_dim. After construction ``env.global_state_dim`` is S."""
         return lifecycle.default_global_state_dim(OrderedDict(type(self).groups(self)))
 
+    def field_sizes(self) -> dict[str, int]:
+        """Named dims the env's fields may use beside ``"agents"``, ``"obs"`` and its params' attributes
+        (e.g. sizes its world declares). Default: none."""
+        return {}
+
     def tables(self) -> dict[str, np.ndarray]:
         """Read-only arrays without an env axis (lookup tables), copied to the device once (``s.name``)."""
         return {}
@@ -185,7 +191,7 @@ class KernelEnv:
         clash = sorted(set(declared) & set(lifecycle.TOOLKIT_ARRAYS))
         if clash:
             raise ValueError(f"{self.env_name()} declares {clash}: these names are the toolkit's own arrays")
-        sizes = {"agents": num_agents, "obs": self.obs_dim}
+        sizes = {"agents": num_agents, "obs": self.obs_dim, **self.field_sizes()}
         self._tensors = {name: f.allocate(f.shape(self, sizes, name), self.device) for name, f in declared.items()}
         bad_metrics = [m for m in cls.metrics if self._tensors[m].shape != (self.num_envs,)
                        or self._tensors[m].dtype != torch.float32]

@@ -60,7 +60,7 @@ def env_bytes(env) -> int:
     ``scratch``, ``metrics``), its output buffers (the global state's only when ``env.writes_global_state``)
     and its episode bookkeeping; the env's lookup tables (without an env axis) are left out. Needs only
     what ``KernelEnv.__init__`` sets before allocating: ``params``, ``num_envs``, ``target``,
-    ``writes_global_state``."""
+    ``writes_global_state`` (``field_sizes`` and ``groups`` read only ``params``)."""
     cls = type(env)
     groups = dict(cls.groups(env))  # the declaring method (a built env's ``groups`` is its result)
     num_agents = check_groups(groups, env.env_name())
@@ -71,7 +71,7 @@ def env_bytes(env) -> int:
     declared = {**cls.state, **cls.scratch}
     for name in cls.metrics:
         declared.setdefault(name, Field("float32"))
-    sizes = {"agents": num_agents, "obs": obs_dim}
+    sizes = {"agents": num_agents, "obs": obs_dim, **cls.field_sizes(env)}
     total = sum(math.prod(f.shape(sizing, sizes, name)) * ITEM_BYTES[f.dtype] for name, f in declared.items())
     E = env.num_envs
     outputs = 2 * E * num_agents * obs_dim * 4 + E * num_agents * 4  # obs, final_obs, reward (float32)

@@ -5,7 +5,8 @@ An env class declares its per-env arrays by name, dtype and trailing dims::
     state = {"x": field("int32", "agents"), "food_x": field("int32", "num_food"), "timestep": field("int32")}
 
 Every array gets a leading ``[num_envs]`` dim. A trailing dim is an int, ``"agents"`` (the env's agent
-count), ``"obs"`` (``env.obs_dim``), or the name of an attribute of the env's params (``"num_food"``).
+count), ``"obs"`` (``env.obs_dim``), a size the env's ``field_sizes()`` names, or the name of an attribute of
+the env's params (``"num_food"``).
 :class:`gpurl.envs.KernelEnv` allocates them zeroed on ``env.device`` and hands the kernels one NamedTuple of
 zero-copy views holding these fields and the toolkit's own (obs, reward, flags, ...).
 """

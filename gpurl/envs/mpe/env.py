@@ -2,8 +2,9 @@
 
 A scenario is a small declaration on top of the particle-world core:
 
-- ``params_type``: a frozen dataclass with at least ``max_cycles``, ``continuous_actions`` and the sizes its
-  fields name (:class:`.params.ParticleParams` has the shared ones);
+- ``params_type``: a frozen dataclass extending :class:`.params.ParticleParams` (``max_cycles``,
+  ``continuous_actions``) with its own; fields may name ``"num_landmarks"`` and ``"dim_c"``, which the world
+  supplies (:meth:`ParticleEnv.field_sizes`);
 - ``world(self) -> World`` (:mod:`.world`): its kinds, agent groups (mpe2's name prefixes), landmarks, dim_c;
 - ``state = particle_state(talks=..., **draws)`` (its per-episode draws: entity indices, int32, -1 for None)
   and ``scratch = particle_scratch(talks=...)``;
@@ -102,6 +103,11 @@ class ParticleEnv(KernelEnv):
 
     def groups(self):
         return world_groups(self.world(), bool(self.params.continuous_actions))
+
+    def field_sizes(self) -> dict[str, int]:
+        """``"num_landmarks"`` and ``"dim_c"``, the dims of the core's fields, from the world itself."""
+        world = self.world()
+        return {"num_landmarks": world.num_landmarks, "dim_c": world.dim_c}
 
     def tables(self) -> dict[str, np.ndarray]:
         return world_tables(self.world())

@@ -90,3 +90,16 @@ def particle_draw_position(e, entity, s, c, low, span):
 def particle_draw_index(e, slot, s, c, n):
     """The scenario's ``slot``-th per-episode integer draw of env e, uniform in [0, n)."""
     return random_below(c.seed, c.env_id_offset + e, INDEX_DRAW_KEY + slot, s.episode[e], 0, n)
+
+
+@device
+def particle_observe_motion(row, e, i, s):
+    """The head most mpe2 observations start with: ``row[0:4] = v_i, p_i``; returns p_i as (px, py) for the
+    relative blocks that follow."""
+    px = s.pos[e, i, 0]
+    py = s.pos[e, i, 1]
+    row[0] = s.vel[e, i, 0]
+    row[1] = s.vel[e, i, 1]
+    row[2] = px
+    row[3] = py
+    return px, py

@@ -18,9 +18,7 @@ LANDMARK = Kind("landmark", size=0.05, movable=False, collide=False)
 
 @dataclass(frozen=True)
 class SimpleParams(ParticleParams):
-    @property
-    def num_landmarks(self) -> int:
-        return 1
+    """Only the shared parameters (ParticleParams)."""
 
 
 def simple_draw(e, i, s, c, actions):

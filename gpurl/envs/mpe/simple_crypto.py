@@ -31,13 +31,8 @@ LANDMARK = Kind("landmark", size=0.05, movable=False, collide=False)
 
 @dataclass(frozen=True)
 class SimpleCryptoParams(ParticleParams):
-    @property
-    def num_landmarks(self) -> int:
-        return NUM_LANDMARKS
+    """Only the shared parameters (ParticleParams)."""
 
-    @property
-    def dim_c(self) -> int:
-        return DIM_C
 
 
 def simple_crypto_draw(e, s, c, actions):

@@ -12,7 +12,7 @@ from ...kernels.fields import field
 from .env import ParticleEnv, particle_scratch, particle_start, particle_state, particle_step
 from .matching import (MatchingParams, matching_constants, matching_scratch, target_cost_phase,
                        target_reward_phase)
-from .phases import particle_draw_position
+from .phases import particle_draw_position, particle_observe_motion
 from .world import AgentGroup, Kind, Landmarks, World
 
 f32 = np.float32
@@ -29,9 +29,7 @@ LANDMARK = Kind("landmark", size=0.03, movable=False, collide=False)
 
 @dataclass(frozen=True)
 class SimpleFormationParams(MatchingParams):
-    @property
-    def num_landmarks(self) -> int:
-        return 1
+    """N and terminate_on_success (MatchingParams), as mpe2 takes them."""
 
 
 def formation_draw(e, i, s, c, actions):
@@ -63,12 +61,7 @@ def formation_targets(e, i, s, c, actions):
 def formation_observe(e, i, s, c, actions):
     """[v, p, lm - p] (6)."""
     row = s.obs[e, i]
-    px = s.pos[e, i, 0]
-    py = s.pos[e, i, 1]
-    row[0] = s.vel[e, i, 0]
-    row[1] = s.vel[e, i, 1]
-    row[2] = px
-    row[3] = py
+    px, py = particle_observe_motion(row, e, i, s)
     row[4] = s.landmark_pos[e, 0, 0] - px
     row[5] = s.landmark_pos[e, 0, 1] - py
 

@@ -12,7 +12,7 @@ from ...kernels.targets import device
 from .env import ParticleEnv, particle_scratch, particle_start, particle_state, particle_step
 from .matching import (MatchingParams, matching_constants, matching_scratch, target_cost_phase,
                        target_reward_phase)
-from .phases import particle_draw_position, particle_uniform
+from .phases import particle_draw_position, particle_observe_motion, particle_uniform
 from .world import AgentGroup, Kind, Landmarks, World
 
 f32 = np.float32
@@ -34,9 +34,7 @@ LANDMARK = Kind("landmark", size=0.02, movable=False, collide=False)
 
 @dataclass(frozen=True)
 class SimpleLineParams(MatchingParams):
-    @property
-    def num_landmarks(self) -> int:
-        return 2
+    """N and terminate_on_success (MatchingParams), as mpe2 takes them."""
 
 
 @device
@@ -81,12 +79,7 @@ def line_targets(e, i, s, c, actions):
 def line_observe(e, i, s, c, actions):
     """[v, p, lm0 - p, lm1 - p] (8)."""
     row = s.obs[e, i]
-    px = s.pos[e, i, 0]
-    py = s.pos[e, i, 1]
-    row[0] = s.vel[e, i, 0]
-    row[1] = s.vel[e, i, 1]
-    row[2] = px
-    row[3] = py
+    px, py = particle_observe_motion(row, e, i, s)
     for m in range(2):
         row[4 + 2 * m] = s.landmark_pos[e, m, 0] - px
         row[5 + 2 * m] = s.landmark_pos[e, m, 1] - py

@@ -36,9 +36,7 @@ ADVERSARY_OBS_DIM = 2 + 2 * NUM_LANDMARKS + 2 * (NUM_AGENTS - 1)  # 8
 
 @dataclass(frozen=True)
 class SimplePushParams(ParticleParams):
-    @property
-    def num_landmarks(self) -> int:
-        return NUM_LANDMARKS
+    """Only the shared parameters (ParticleParams)."""
 
 
 def simple_push_draw(e, s, c, actions):

@@ -32,13 +32,7 @@ class SimpleReferenceParams(ParticleParams):
     local_ratio: float = ranged(0.5, ge=0.0, le=1.0)
     """Weight of an agent's own reward; the shared one (the agents' mean) gets 1 - local_ratio."""
 
-    @property
-    def num_landmarks(self) -> int:
-        return NUM_LANDMARKS
 
-    @property
-    def dim_c(self) -> int:
-        return DIM_C
 
 
 def reference_draw_goals(e, s, c, actions):

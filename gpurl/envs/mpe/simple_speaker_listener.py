@@ -28,13 +28,8 @@ _ZERO = np.float32(0.0)
 
 @dataclass(frozen=True)
 class SimpleSpeakerListenerParams(ParticleParams):
-    @property
-    def num_landmarks(self) -> int:
-        return NUM_LANDMARKS
+    """Only the shared parameters (ParticleParams)."""
 
-    @property
-    def dim_c(self) -> int:
-        return DIM_C
 
 
 def speaker_listener_draw_goal(e, s, c, actions):

@@ -15,7 +15,7 @@ from .env import ParticleEnv, particle_scratch, particle_start, particle_state, 
 from .goals import draw_uniform_world, zero_fill
 from .nearest import observe_relative
 from .params import ParticleParams
-from .phases import particle_finish
+from .phases import particle_finish, particle_observe_motion
 from .world import AgentGroup, Kind, Landmarks, World
 
 #: mpe2's world.dim_c: every agent is silent, so the observation's message block is dim_c zeros per agent seen.
@@ -49,10 +49,6 @@ class SimpleSpreadParams(ParticleParams):
     @property
     def num_landmarks(self) -> int:
         return self.N
-
-    @property
-    def dim_c(self) -> int:
-        return DIM_C
 
     @property
     def agent_slots(self) -> int:
@@ -112,12 +108,7 @@ def spread_observe(e, i, s, c, actions):
     """[v, p, landmarks (q - p: all in order, or the k nearest), other agents (p_j - p, likewise), their
     messages (dim_c zeros per agent slot: every agent is silent)]."""
     row = s.obs[e, i]
-    px = s.pos[e, i, 0]
-    py = s.pos[e, i, 1]
-    row[0] = s.vel[e, i, 0]
-    row[1] = s.vel[e, i, 1]
-    row[2] = px
-    row[3] = py
+    px, py = particle_observe_motion(row, e, i, s)
     at = observe_relative(row, 4, s.landmark_pos[e], -1, px, py, c.landmark_neighbors)
     at = observe_relative(row, at, s.pos[e], i, px, py, c.agent_neighbors)
     zero_fill(row, at)  # the silent agents' messages, then the padding

@@ -19,7 +19,7 @@ from ...kernels.targets import device
 from ..params import MAX_AGENTS, ranged
 from .env import ParticleEnv, particle_scratch, particle_start, particle_state, particle_step
 from .params import ParticleParams
-from .phases import particle_draw_position, particle_finish
+from .phases import particle_draw_position, particle_finish, particle_observe_motion
 from .world import AgentGroup, Kind, Landmarks, World
 
 f32 = np.float32
@@ -69,10 +69,6 @@ class SimpleWorldCommParams(ParticleParams):
     @property
     def num_landmarks(self) -> int:
         return self.num_obstacles + self.num_food + self.num_forests
-
-    @property
-    def dim_c(self) -> int:
-        return DIM_C
 
     @property
     def adversary_obs_dim(self) -> int:
@@ -219,12 +215,7 @@ def world_comm_observe(e, i, s, c, actions):
     pos = s.pos[e]
     landmarks = s.landmark_pos[e]
     forests = s.forests[e]
-    px = pos[i, 0]
-    py = pos[i, 1]
-    row[0] = s.vel[e, i, 0]
-    row[1] = s.vel[e, i, 1]
-    row[2] = px
-    row[3] = py
+    px, py = particle_observe_motion(row, e, i, s)
     k = 4
     for m in range(landmarks.shape[0]):
         row[k] = landmarks[m, 0] - px
