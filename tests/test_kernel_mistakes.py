@@ -152,6 +152,8 @@ def test_float64_data_explicit_float64_and_gpurl_own_float64_are_not_reported():
 
 
 def test_the_float64_check_reads_the_author_code_once_per_build_and_types(monkeypatch):
+    # Compiled here, not loaded from the on-disk cache (a loaded build was checked when it was compiled).
+    monkeypatch.setenv("GPURL_CACHE_DIR", "off")
     calls = []
     original = float64_check.float64_findings
     monkeypatch.setattr(float64_check, "float64_findings", lambda *a: calls.append(original(*a)) or calls[-1])

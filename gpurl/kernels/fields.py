@@ -13,6 +13,7 @@ zero-copy views holding these fields and the toolkit's own (obs, reward, flags, 
 from __future__ import annotations
 
 import collections
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -84,5 +85,12 @@ def struct_type(type_name: str, names: tuple[str, ...]) -> type:
     kernel once per argument type, and two envs of one class must pass the same type."""
     key = (type_name, names)
     if key not in _struct_types:
-        _struct_types[key] = collections.namedtuple(type_name, names)
+        cls = collections.namedtuple(type_name, names)
+        # A module attribute of a name fixed by the field list, so that pickle (Numba's on-disk build cache,
+        # :mod:`.build_cache`, stores argument types) refers to the class instead of copying it: a copy would
+        # be a type of its own, and no cached build would match it in the next process.
+        cls.__qualname__ = f"_{type_name}_{hashlib.sha256(repr(names).encode()).hexdigest()[:16]}"
+        cls.__module__ = __name__
+        globals()[cls.__qualname__] = cls
+        _struct_types[key] = cls
     return _struct_types[key]

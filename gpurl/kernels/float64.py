@@ -12,7 +12,8 @@ the CPU build inlines phases and helpers into its generated loop), so the check 
 
 - CPU: :func:`watch_cpu_build` makes a CPU build check each new compilation as Numba adds it (once per
   build and argument types, at the first launch; nothing runs per step). Float64 in the author's code
-  raises :class:`~.errors.KernelFloat64Error` at that launch, and the compilation is not kept.
+  raises :class:`~.errors.KernelFloat64Error` at that launch, and the compilation is not kept (nor saved in
+  the on-disk cache, :mod:`.build_cache`: a build loaded from there passed this check when it compiled).
 - CUDA: :func:`cuda_float64_error` reads the typed code of the phases' CUDA device functions after a
   compile; :func:`~.aot.check_float64_sm90` calls it when the PTX holds float64.
 

@@ -25,6 +25,7 @@ import types
 from dataclasses import dataclass
 from typing import Callable
 
+from . import build_cache
 from .errors import check_phase_signatures, index_error, is_index_error, typing_error
 from .float64 import watch_cpu_build
 from .targets import TARGETS, DeviceFunction
@@ -234,6 +235,7 @@ class EnvKernel:
         namespace.update({f"when{p}": ph.when.build(target, constants) for p, ph in enumerate(self.phases)
                           if ph.when is not None})
         namespace["prange"] = numba.prange
+        namespace["__name__"] = __name__  # an importable module: a build loaded from disk rebuilds its globals from it
         functions, driver_src = _cpu_sources(fname, self.phases, self.nargs, dict(constants).get(FIXED_AGENTS, 0))
         for function_name, source in functions.items():  # rare phases first: the chunk function calls them
             namespace[function_name] = numba.njit(_nrt=False)(_exec(source, function_name, namespace))
@@ -250,12 +252,23 @@ class EnvKernel:
                     import numba
 
                     self._builds[key] = numba.njit(parallel=True)(driver)
+                    where = build_cache.cache_dir()
+                    if where is not None:
+                        build_cache.enable(self._builds[key], self.cpu_build_key(constants), where)
                     watch_cpu_build(self, self._builds[key])  # float64 check at each compile
                 else:
                     from numba import cuda
 
                     self._builds[key] = cuda.jit(driver)
             return self._builds[key]
+
+    def cpu_build_key(self, constants: tuple = ()) -> str:
+        """The on-disk cache's name for the CPU build with ``constants`` (:mod:`.build_cache`): the generated
+        sources, the phases and all they reach, and the toolkit's own recipe (this module and targets)."""
+        fname = f"{self.name}_cpu"
+        functions, driver_src = _cpu_sources(fname, self.phases, self.nargs, dict(constants).get(FIXED_AGENTS, 0))
+        roots = [f for phase in self.phases for f in (phase.fn, phase.when) if f is not None]
+        return build_cache.build_key({**functions, fname: driver_src}, roots, constants)
 
     def launch(self, target: str, num_envs: int, num_agents: int, *args, stream=None, constants=()) -> None:
         """Run the kernel over ``num_envs`` envs of ``num_agents`` agents (asynchronous on CUDA).
