@@ -19,6 +19,13 @@ import os
 import pytest
 
 TIERS = ("cpu", "sim", "compile", "gpu")
+#: The longest test files of the cpu tier (minutes each on two vCPUs: one long search in a child process,
+#: training runs, several compiles), collected first. With pytest-xdist's ``--no-loadscope-reorder`` (the
+#: runner's default) the workers take files in collection order, so these start at once, longest first,
+#: instead of leaving one worker alone on them at the end of the run.
+LONG_FILES = ("test_property_inputs.py", "test_train_ppo.py", "test_custom_env_tutorial.py", "test_acting.py",
+              "test_mpe_core_builds.py", "test_algo_dist_matrix.py", "test_unvalidated_inputs.py",
+              "test_multigpu.py", "test_simple_tag_api.py")
 
 
 def simulator_process() -> bool:
@@ -75,6 +82,9 @@ def pytest_collection_modifyitems(config, items):
             f"every test needs exactly one tier marker of {', '.join(TIERS)} "
             "(e.g. `pytestmark = pytest.mark.cpu`):\n" + "\n".join(wrong)
         )
+
+    rank = {name: k for k, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: the rest keep their order
 
     sim_only = pytest.mark.skip(
         reason="sim tier: needs NUMBA_ENABLE_CUDASIM=1 and TRITON_INTERPRET=1 set before import "
