@@ -25,6 +25,19 @@ REPLAY_REWARD_ATOL = 2e-4
 E = 3
 
 
+def box_pairing(name: str) -> list:
+    """The ``continuous`` parameters a scenario's whole-episode pairing runs: Discrete always; Box too where its
+    decoding differs from every other scenario's: ``simple`` (the core's Box movement) and the scenarios
+    where agents talk (Box messages). Elsewhere a Box pairing would compile one more build (about 40 s) to
+    re-check the same decoding. The sim tier chooses its Box cases the same way."""
+    from gpurl.envs.mpe import SCENARIOS
+
+    import pytest
+
+    box = name == "simple" or "comm" in SCENARIOS[name].state
+    return [pytest.param(False, id="discrete")] + ([pytest.param(True, id="continuous")] if box else [])
+
+
 def no_draws(world, state: dict, e: int) -> None:
     """A scenario without per-episode draws."""
 

@@ -16,8 +16,8 @@ skips.
 The cpu, sim and compile tiers spread their test files over ``--workers`` pytest-xdist processes (default:
 one per CPU, at most 4). Every test runs on one torch thread (tests/conftest.py) and most of a tier's time
 is single-threaded compilation (Numba, Inductor, NVVM), so two workers on two vCPUs nearly halve it. Files
-stay whole on one worker (``--dist loadfile``): a module's compiled fixtures are built once. Workers take
-files in collection order, where tests/conftest.py puts the longest first (``LONG_FILES``). The gpu tier
+stay whole on one worker (``--dist loadfile``): a module's compiled fixtures are built once. In the cpu
+tier workers take files in collection order, where tests/conftest.py puts the longest first (``LONG_FILES``). The gpu tier
 runs in one process: its tests share one device and some of them time it.
 """
 from __future__ import annotations
@@ -97,8 +97,9 @@ def junit_counts(path: Path) -> dict[str, int]:
 def worker_args(tier: str, workers: int) -> list[str]:
     if workers == 1 or tier not in PARALLEL_TIERS:
         return []
-    # In collection order (tests/conftest.py puts the longest files first), not xdist's largest-file-first.
-    return ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder"]
+    # The cpu tier in collection order (tests/conftest.py puts its longest files first); the others in
+    # xdist's order, the files with the most tests first.
+    return ["-n", str(workers), "--dist", "loadfile", *(["--no-loadscope-reorder"] if tier == "cpu" else [])]
 
 
 def run_tier(tier: str, pytest_args: list[str], junit: Path, workers: int) -> tuple[int, float]:

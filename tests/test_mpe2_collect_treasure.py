@@ -19,7 +19,7 @@ from mpe2 import collect_treasure_v1  # noqa: E402
 
 import gpurl  # noqa: E402
 from gpurl.envs.mpe.collect_treasure import PARKED, TREASURE_BOUND, respawn_draw_ref  # noqa: E402
-from mpe2_pairing import Pairing, check_pettingzoo, check_whole_episodes  # noqa: E402
+from mpe2_pairing import box_pairing, Pairing, check_pettingzoo, check_whole_episodes  # noqa: E402
 
 pytestmark = pytest.mark.cpu
 
@@ -82,7 +82,7 @@ def pairing(params: dict, hook: Respawns) -> Pairing:
                    before_step=hook)
 
 
-@pytest.mark.parametrize("continuous", [False, True], ids=["discrete", "continuous"])
+@pytest.mark.parametrize("continuous", box_pairing("collect_treasure"))
 @pytest.mark.parametrize("crowded", [False, True], ids=["spread", "crowded"])
 def test_whole_episodes_match_mpe2(continuous, crowded):
     hook = Respawns()

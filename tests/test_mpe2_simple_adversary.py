@@ -32,15 +32,16 @@ def pairing(**params) -> Pairing:
     return Pairing("simple_adversary", simple_adversary_v3, params, set_draws=set_goals, get_draws=get_goals)
 
 
-@pytest.mark.parametrize("continuous, crowded, params", [
-    (False, False, {}),
-    (True, True, {}),
+# Discrete only: its Box actions decode as simple's (tests/mpe2_pairing.py box_pairing).
+@pytest.mark.parametrize("crowded, params", [
+    (False, {}),
+    (True, {}),
     # partial observability: fewer agent slots than others, more landmark slots than landmarks (padding)
-    (False, True, dict(N=3, num_agent_neighbors=2, num_landmark_neighbors=4)),
-    (True, False, dict(N=3, num_landmark_neighbors=2)),
-], ids=["discrete-spread", "continuous-crowded", "discrete-crowded-N3-po", "continuous-spread-N3-po"])
-def test_whole_episodes_match_mpe2(continuous, crowded, params):
-    stats = check_whole_episodes(pairing(max_cycles=25, continuous_actions=continuous, **params), crowded)
+    (True, dict(N=3, num_agent_neighbors=2, num_landmark_neighbors=4)),
+    (False, dict(N=3, num_landmark_neighbors=2)),
+], ids=["spread", "crowded", "crowded-N3-po", "spread-N3-po"])
+def test_whole_episodes_match_mpe2(crowded, params):
+    stats = check_whole_episodes(pairing(max_cycles=25, **params), crowded)
     assert stats["steps"] == 25 and stats["truncated"] == 3 and stats["terminated"] == 0
     assert stats["replays"] == 0
 

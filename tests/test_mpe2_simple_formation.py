@@ -12,7 +12,7 @@ pytest.importorskip("mpe2")
 from mpe2 import simple_formation_v1  # noqa: E402
 
 import gpurl  # noqa: E402
-from mpe2_pairing import Pairing, check_pettingzoo, check_whole_episodes, host_state, make_pair, set_world  # noqa: E402
+from mpe2_pairing import box_pairing, Pairing, check_pettingzoo, check_whole_episodes, host_state, make_pair, set_world  # noqa: E402
 
 pytestmark = pytest.mark.cpu
 
@@ -22,7 +22,7 @@ def pairing(**params) -> Pairing:
     return Pairing("simple_formation", simple_formation_v1, {"max_cycles": 25, **params})
 
 
-@pytest.mark.parametrize("continuous", [False, True], ids=["discrete", "continuous"])
+@pytest.mark.parametrize("continuous", box_pairing("simple_formation"))
 @pytest.mark.parametrize("crowded", [False, True], ids=["spread", "crowded"])
 def test_whole_episodes_match_mpe2(continuous, crowded):
     stats = check_whole_episodes(pairing(continuous_actions=continuous), crowded)

@@ -11,7 +11,7 @@ from mpe2 import simple_line_v1  # noqa: E402
 from scipy.stats import ks_2samp  # noqa: E402
 
 import gpurl  # noqa: E402
-from mpe2_pairing import Pairing, check_pettingzoo, check_whole_episodes, make_pair, set_world, host_state  # noqa: E402
+from mpe2_pairing import box_pairing, Pairing, check_pettingzoo, check_whole_episodes, make_pair, set_world, host_state  # noqa: E402
 
 pytestmark = pytest.mark.cpu
 
@@ -40,7 +40,7 @@ def pairing(**params) -> Pairing:
     return Pairing("simple_line", WithScenario(simple_line_v1), {"max_cycles": 25, **params}, set_draws=set_places)
 
 
-@pytest.mark.parametrize("continuous", [False, True], ids=["discrete", "continuous"])
+@pytest.mark.parametrize("continuous", box_pairing("simple_line"))
 @pytest.mark.parametrize("crowded", [False, True], ids=["spread", "crowded"])
 def test_whole_episodes_match_mpe2(continuous, crowded):
     stats = check_whole_episodes(pairing(continuous_actions=continuous), crowded)

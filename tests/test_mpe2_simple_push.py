@@ -10,7 +10,7 @@ pytest.importorskip("mpe2")
 from mpe2 import simple_push_v3  # noqa: E402
 
 import gpurl  # noqa: E402
-from mpe2_pairing import (Pairing, check_pettingzoo, check_whole_episodes, host_state,  # noqa: E402
+from mpe2_pairing import (box_pairing, Pairing, check_pettingzoo, check_whole_episodes, host_state,  # noqa: E402
                           inject_start, make_pair, run_episode, set_world)
 
 pytestmark = pytest.mark.cpu
@@ -35,7 +35,7 @@ def get_goals(world) -> dict:
 PAIRING = dict(set_draws=set_goals, get_draws=get_goals)
 
 
-@pytest.mark.parametrize("continuous", [False, True], ids=["discrete", "continuous"])
+@pytest.mark.parametrize("continuous", box_pairing("simple_push"))
 @pytest.mark.parametrize("crowded", [False, True], ids=["spread", "crowded"])
 def test_whole_episodes_match_mpe2(continuous, crowded):
     pairing = Pairing("simple_push", simple_push_v3, dict(max_cycles=25, continuous_actions=continuous), **PAIRING)

@@ -13,7 +13,7 @@ pytest.importorskip("mpe2")
 from mpe2 import simple_spread_v3  # noqa: E402
 
 import gpurl  # noqa: E402
-from mpe2_pairing import (Pairing, check_pettingzoo, check_whole_episodes, host_state, inject_start,  # noqa: E402
+from mpe2_pairing import (box_pairing, Pairing, check_pettingzoo, check_whole_episodes, host_state, inject_start,  # noqa: E402
                           make_pair, run_episode, set_world)
 
 pytestmark = pytest.mark.cpu
@@ -64,7 +64,7 @@ def test_mpe2_curriculum_stage_is_stuck_at_0():
     assert m.unwrapped.curriculum_stage == 0
 
 
-@pytest.mark.parametrize("continuous", [False, True], ids=["discrete", "continuous"])
+@pytest.mark.parametrize("continuous", box_pairing("simple_spread"))
 @pytest.mark.parametrize("crowded", [False, True], ids=["spread", "crowded"])
 def test_whole_episodes_match_mpe2(continuous, crowded):
     stats = check_whole_episodes(pairing(continuous_actions=continuous), crowded)

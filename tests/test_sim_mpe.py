@@ -15,7 +15,7 @@ import torch
 import gpurl
 from gpurl.envs.mpe import SCENARIOS
 
-from mpe2_pairing import random_actions
+from mpe2_pairing import box_pairing, random_actions
 
 pytestmark = [
     pytest.mark.sim,
@@ -60,14 +60,9 @@ def crowd(envs, gen: torch.Generator) -> None:
             env.state.comm.copy_(comm)
 
 
-def talks(name: str) -> bool:
-    return "comm" in SCENARIOS[name].state
-
-
-#: Every scenario with Discrete actions; Box actions (another CPU compile each) where their decoding differs:
-#: the core's Box movement (``simple``) and Box messages (the scenarios where agents talk).
-CASES = [(name, False) for name in sorted(SCENARIOS)] + [(name, True) for name in sorted(SCENARIOS)
-                                                          if name == "simple" or talks(name)]
+#: Every scenario with Discrete actions; Box actions (another CPU compile each) where their decoding differs,
+#: as for the cpu tier's pairings (tests/mpe2_pairing.py box_pairing).
+CASES = [(name, p.values[0]) for name in sorted(SCENARIOS) for p in box_pairing(name)]
 
 
 @pytest.mark.parametrize("name, continuous", CASES, ids=[f"{n}-{'box' if c else 'discrete'}" for n, c in CASES])
