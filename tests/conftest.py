@@ -129,3 +129,15 @@ def ptxas():
         pytest.skip("compile tier: no ptxas (no CUDA toolkit beside nvcc, on PATH, in CUDA_HOME or the "
                     "venv's nvidia packages; set GPURL_PTXAS to point at one)")
     return path
+
+
+@pytest.fixture(scope="session")
+def cuobjdump():
+    """Path of a cuobjdump (the toolkit's or Triton's bundled one); skips the test when there is none."""
+    from gpurl.kernels.aot import find_cuobjdump
+
+    path = find_cuobjdump()
+    if path is None:
+        pytest.skip("compile tier: no cuobjdump (none beside ptxas, on PATH, in CUDA_HOME or in triton; set "
+                    "GPURL_CUOBJDUMP to point at one)")
+    return path

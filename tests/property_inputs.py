@@ -2,8 +2,7 @@
 
 ``python tests/property_inputs.py --modes on,off --examples N --seed S`` draws, with Hypothesis, for
 every built-in env and each validation mode (one process, so each env compiles once):
-- action tensors: right and wrong shapes, every common dtype (int32 for all but some particle scenarios, see
-  ``INT32_PARTICLE_SCENARIOS``), contiguous / strided / transposed /
+- action tensors: right and wrong shapes, every common dtype, contiguous / strided / transposed /
   broadcast layouts, the meta device, in-range values mixed with extremes (-1, n, 2**31 - 1, 2**40,
   nan, inf, ...), passed to ``env.step``, with or without ``out=`` buffers of drawn shape, dtype and
   layout;
@@ -34,7 +33,6 @@ import gpurl
 from gpurl.envs.params import declared_range, field_kind
 from gpurl.envs.random_actions import RandomActions, action_columns
 from gpurl.envs.base import StepOutputs
-from gpurl.envs.mpe import SCENARIOS
 
 GPURL_ERRORS = (ValueError, TypeError)
 NUM_ENVS = 3
@@ -44,12 +42,6 @@ FLOAT_EXTREMES = [math.nan, math.inf, -math.inf, 1e30, -1e30, 0.5, -0.5]
 SHAPE_CHANGES = ["same", "drop_last", "extra_dim", "envs+1", "envs-1", "agents+1", "agents-1", "columns+1",
                  "no_envs"]
 LAYOUTS = ["contiguous", "strided", "transposed", "broadcast"]
-
-#: The particle scenarios whose search draws int32 actions beside int64. Int32 actions are a build of their
-#: own (about 40 s to compile on two vCPUs), and every particle scenario decodes actions in the core's move
-#: phase (gpurl/envs/mpe/physics.py): a silent one and one that talks, with groups of mixed action widths,
-#: stand for the rest, which draw int64 where the others draw int32. Every other env draws both.
-INT32_PARTICLE_SCENARIOS = ("simple", "simple_world_comm")
 
 counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 
@@ -111,14 +103,13 @@ def laid_out(a: torch.Tensor, layout: str) -> torch.Tensor:
 
 
 @st.composite
-def action_cases(draw, env, int32: bool = True):
+def action_cases(draw, env):
     gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31)))
     a = valid_actions(env, gen)
     # Half the draws keep the right shape and an integer dtype, so that valid inputs run often enough.
     change = draw(st.sampled_from(["same"] * len(SHAPE_CHANGES) + SHAPE_CHANGES))
     layout = draw(st.sampled_from(LAYOUTS))
-    ints = [torch.int64, torch.int32] if int32 else [torch.int64]
-    dtype = draw(st.sampled_from(ints * 3 + [d for d in DTYPES if int32 or d != torch.int32]))
+    dtype = draw(st.sampled_from([torch.int64, torch.int32] * 3 + DTYPES))
     extremes = draw(st.lists(st.sampled_from(INT_EXTREMES + FLOAT_EXTREMES), max_size=3))
     flat = a.to(torch.float64).flatten()
     for value in extremes:
@@ -238,9 +229,7 @@ def run_env_cases(name: str, validate: bool, examples: int, seed_value: int) -> 
     env.reset()
     mode = "validate on" if validate else "validate off"
 
-    int32 = name not in SCENARIOS or name in INT32_PARTICLE_SCENARIOS
-
-    @search(st.tuples(action_cases(env, int32), output_cases(env)), examples, seed_value)
+    @search(st.tuples(action_cases(env), output_cases(env)), examples, seed_value)
     def step_case(drawn):
         (what, actions), out = drawn
         tried(counts[f"{mode}: {name} actions"], lambda: env.step(actions, out=out), env,

@@ -3,7 +3,8 @@ and assembles with ptxas.
 
 The kernel is typed with the exact arguments a tiny CPU env launches it with (recorded by wrapping
 ``EnvKernel.launch``, nothing runs): only dtypes, ranks and layouts matter. Reset launches pass int64
-placeholder actions, so they share the int64 step build; int32 actions are a second build.
+placeholder actions, so they share the int64 step build; int32 step actions reach the kernel widened to
+int64 by the env: one build.
 """
 from __future__ import annotations
 
@@ -19,9 +20,6 @@ from gpurl.kernels.program import EnvKernel
 from custom_env_harness import custom_env
 
 pytestmark = pytest.mark.compile
-
-ACTION_DTYPES = {"int64": torch.int64, "int32": torch.int32}
-
 
 def launch_args(action_dtype: torch.dtype) -> dict[str, tuple]:
     """{"reset"/"step": args after (target, E, N)} of a tiny CPU env's reset() and step(), not run."""
@@ -39,16 +37,14 @@ def launch_args(action_dtype: torch.dtype) -> dict[str, tuple]:
     return recorded
 
 
-def test_reset_and_step_type_to_one_build_per_action_dtype():
+def test_reset_and_step_of_either_action_dtype_type_to_one_build():
     int64, int32 = launch_args(torch.int64), launch_args(torch.int32)
-    assert kernel_signature(int64["reset"]) == kernel_signature(int64["step"]) == kernel_signature(int32["reset"])
-    assert kernel_signature(int32["step"]) != kernel_signature(int64["step"])
+    assert len({kernel_signature(args[name]) for args in (int64, int32) for name in ("reset", "step")}) == 1
     assert int64["reset"][1].launch == 1 and int64["step"][1].launch == 0  # lifecycle.RESET / STEP
 
 
-@pytest.mark.parametrize("actions", sorted(ACTION_DTYPES))
-def test_foraging_kernel_compiles_for_sm90_without_float64(actions, ptxas):
-    ptx = compile_ptx_sm90(custom_env.Foraging.class_kernel(), launch_args(ACTION_DTYPES[actions])["step"])
+def test_foraging_kernel_compiles_for_sm90_without_float64(ptxas):
+    ptx = compile_ptx_sm90(custom_env.Foraging.class_kernel(), launch_args(torch.int64)["step"])
     assert ".target sm_90" in ptx
     assert float64_instructions(ptx) == []
     assert assemble_sm90(ptx, ptxas)[:4] == b"\x7fELF"

@@ -14,7 +14,8 @@ constexprs and warps.
 Limits (gpurl.kernels.occupancy.block_limits): threads <= 1024, registers <= 255, registers x threads
 <= 65536 (also as allocated: 256-register units, warps rounded up to 4), static shared memory <= 48 KiB,
 static + dynamic <= 227 KiB; at least one block per SM. Spills: no spill stores or loads in any function
-of the kernel's PTX (``ptxas -v``). Env kernels: no float64 instruction either. ``pytest -s`` prints each kernel's registers and occupancy.
+of the kernel's PTX (``ptxas -v``). Env kernels: no float64 instruction either, and no machine-code form
+that ptxas has been seen to compile wrongly (``cuobjdump -sass``; gpurl.kernels.aot.suspect_instructions). ``pytest -s`` prints each kernel's registers and occupancy.
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import kernel_inventory as inv  # noqa: E402
 
-from gpurl.kernels.aot import float64_instructions, kernel_signature  # noqa: E402
+from gpurl.kernels.aot import (assemble_sm90, float64_instructions, kernel_signature, sass_sm90,  # noqa: E402
+                               suspect_instructions)
 from gpurl.kernels.occupancy import occupancy  # noqa: E402
 
 CONFIGS = sorted(inv.ENV_CONFIGS)
@@ -79,6 +81,19 @@ def test_env_kernels_fit_the_block_and_do_not_spill(config, ptxas):
         ptx = inv.cached_ptx_sm90(launch.kernel, launch.args, launch.constants)  # compiled above: cached
         problems += [f"{launch.kernel.name} ({phases}): float64 {op}" for op in float64_instructions(ptx)]
     assert problems == []
+
+
+@pytest.mark.parametrize("config", ENV_KERNEL_CONFIGS)
+def test_env_kernels_hold_no_machine_code_form_ptxas_got_wrong(config, ptxas, cuobjdump):
+    """The sm_90 machine code of every env build has no instruction in a form ptxas 13.0 compiled wrongly
+    (gpurl.kernels.aot._SUSPECT_SASS: an int32 clamp of tag_gridworld's actions ran wrongly on an H100)."""
+    _, launches = recorded(config)
+    found = {}
+    for launch in launches:
+        ptx = inv.cached_ptx_sm90(launch.kernel, launch.args, launch.constants)  # one compile per build
+        for code in suspect_instructions(sass_sm90(assemble_sm90(ptx, ptxas), cuobjdump)):
+            found.setdefault(f"{launch.kernel.name} ({launch.phase})", []).append(code)
+    assert found == {}
 
 
 @pytest.mark.parametrize("env_name", sorted(inv.cuda_c_kernels()))

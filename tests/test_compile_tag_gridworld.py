@@ -3,17 +3,19 @@
 The kernel is typed with the exact arguments a tiny CPU env launches it with (recorded by wrapping
 ``EnvKernel.launch``, nothing runs): only dtypes, ranks and layouts matter. Full and partial
 observations, random and fixed starts, and reset launches (``launch``) are run-time constants, so
-every configuration types to one signature per action dtype; int64 and int32 actions are both
-accepted by ``env.step``: two builds.
+every configuration types to one signature; int32 actions, which ``env.step`` also accepts, reach the
+kernel widened to int64: one build.
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 import gpurl
 from gpurl.envs.tag_gridworld import TagGridworld
-from gpurl.kernels.aot import assemble_sm90, compile_ptx_sm90, float64_instructions, kernel_signature
+from gpurl.kernels.aot import (assemble_sm90, compile_ptx_sm90, float64_instructions, kernel_signature, sass_sm90,
+                              suspect_instructions)
 from gpurl.kernels.program import EnvKernel
 
 pytestmark = pytest.mark.compile
@@ -53,22 +55,21 @@ def compiled(args: tuple, ptxas: str) -> tuple[str, bytes]:
     return _compiled[key]
 
 
-def test_configs_and_reset_launches_type_to_one_build_per_action_dtype():
+def test_configs_action_dtypes_and_reset_launches_type_to_one_build():
     signatures = set()
     for dtype in ACTION_DTYPES.values():
         for config in CONFIGS:
             args = launch_args(config, dtype)
             signatures.add(kernel_signature(args["step"]))
+            signatures.add(kernel_signature(args["reset"]))  # int64 placeholder actions
             assert args["reset"][1].launch == 1 and args["step"][1].launch == 0
-    # reset launches pass int64 placeholder actions: they share the int64 step build
-    assert kernel_signature(launch_args("full_obs", torch.int32)["reset"]) in signatures
-    assert len(signatures) == len(ACTION_DTYPES)
+            assert args["step"][2].dtype == np.int64  # int32 steps are widened by the env
+    assert len(signatures) == 1
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
-@pytest.mark.parametrize("actions", sorted(ACTION_DTYPES))
-def test_gridworld_kernel_compiles_for_sm90_without_float64(actions, config, ptxas):
-    args = launch_args(config, ACTION_DTYPES[actions])["step"]
+def test_gridworld_kernel_compiles_for_sm90_without_float64(config, ptxas):
+    args = launch_args(config, torch.int64)["step"]
     ptx, cubin = compiled(args, ptxas)
     assert ".target sm_90" in ptx
     assert float64_instructions(ptx) == []
@@ -80,3 +81,12 @@ def test_float64_constant_is_caught():
     arrays, consts, actions = launch_args("full_obs", torch.int64)["step"]
     ptx = compile_ptx_sm90(TagGridworld.class_kernel(), (arrays, consts._replace(length_f32=10.0), actions))
     assert any("f64" in line for line in float64_instructions(ptx))
+
+
+def test_int32_action_build_holds_the_form_ptxas_got_wrong(ptxas, cuobjdump):
+    """The machine-code check has teeth: typed for int32 actions (what the env no longer launches), the
+    kernel's clamp of an action compiles to the VIMNMX form that made action 0 act as 4 on an H100."""
+    arrays, consts, actions = launch_args("full_obs", torch.int64)["step"]
+    ptx = compile_ptx_sm90(TagGridworld.class_kernel(), (arrays, consts, actions.astype(np.int32)))
+    found = suspect_instructions(sass_sm90(assemble_sm90(ptx, ptxas), cuobjdump))
+    assert found and all("VIMNMX" in code for code in found), found

@@ -68,20 +68,25 @@ def test_fixed_size_build_is_bit_identical_to_the_run_time_size_build(world, mon
 
 
 def test_fixed_size_build_reads_int32_and_int64_actions_alike(monkeypatch):
-    """Builds read discrete actions in their own dtype (one compile per dtype, no copy per step): int32 and
-    int64 actions give the same steps."""
+    """int32 actions are widened into the env's int64 buffer, so the kernel has one action dtype (one build;
+    no int32 clamp for sm_90's ptxas to get wrong): int32 and int64 actions give the same steps."""
     monkeypatch.setattr(simple_tag_env, "FIXED_SIZE_MIN_ENVS", 1)
     monkeypatch.setattr(base, "FIXED_AGENTS_MIN_ENVS", 1)
     wide, narrow = (gpurl.make("simple_tag", num_envs=12, seed=5, **WORLDS["3v1v2_discrete"]) for _ in range(2))
     assert wide._build_constants
     for env in (wide, narrow):
         env.reset()
+    seen = []
+    direct = narrow._direct
+    monkeypatch.setattr(narrow, "_direct", lambda key, *args: (seen.append((key, args[-1])), direct(key, *args)))
     gen = torch.Generator().manual_seed(3)
     for t in range(10):  # crosses the autoreset at step 7
         actions = random_actions(wide, gen)
         for name, a, b in zip(("obs", "reward", "terminated", "truncated"), wide.step(actions)[:4],
                               narrow.step(actions.to(torch.int32))[:4]):
             assert torch.equal(a, b), (t, name)
+    assert {key for key, _ in seen} == {(np.dtype(np.int64), 3)}  # the kernel never saw int32
+    assert len({arr.ctypes.data for _, arr in seen}) == 1  # one buffer of the env's, rewritten each step
     for k in STATE_KEYS:
         assert torch.equal(getattr(wide.state, k), getattr(narrow.state, k)), k
 

@@ -294,6 +294,7 @@ class KernelEnv:
         self._action_dtypes = (torch.int32, torch.int64) if self._discrete else (torch.float32,)
         self._action_shapes = ((E, N, D),) + (((E, N),) if self._discrete and D == 1 else ())
         self._action_high_min = int(high.min()) if high.size else 0
+        self._int64_actions: torch.Tensor | None = None  # int32 steps' widened copy (see _widened)
         E, N, D = self.num_envs, num_agents, self.obs_dim
         zeros = lambda *shape, dtype=torch.float32: torch.zeros(shape, dtype=dtype, device=self.device)  # noqa: E731
         self.obs = zeros(E, N, D)
@@ -358,8 +359,9 @@ class KernelEnv:
         """Advance every env one step. Returns ``(obs, reward, terminated, truncated, info)``.
 
         ``actions``: [num_envs, num_agents, action_dims] int32/int64 (discrete) or float32 (Box) on
-        ``env.device``. Their type, dtype, shape, device and layout (and those of ``out``) are checked on
-        every call: host metadata, no synchronisation. With ``validate=True`` the values are range-checked
+        ``env.device``; int32 ones are copied into an int64 buffer of the env's (kernels read int64). Their
+        type, dtype, shape, device and layout (and those of ``out``) are checked on every call: host
+        metadata, no synchronisation. With ``validate=True`` the values are range-checked
         too, before anything changes; on CUDA that check reads one flag back to the host, so training
         loops pass ``validate=False``: then an out-of-range discrete action acts as the nearest valid one
         (clamped into ``0..n-1``, :func:`gpurl.kernels.clamp_action`; docs/specs/API.md, "Errors").
@@ -416,7 +418,18 @@ class KernelEnv:
             self._raise_bad_actions(actions)
         if actions.dim() == 2:
             actions = actions.unsqueeze(-1)
+        if actions.dtype == torch.int32:
+            return self._widened(actions)
         return actions if actions.is_contiguous() else actions.contiguous()
+
+    def _widened(self, actions: torch.Tensor) -> torch.Tensor:
+        """int32 ``actions`` [E, N, D] copied into the env's own int64 buffer (one copy on the device, allocated
+        at the first int32 step): every kernel reads int64 actions. One build per env instead of two, and no
+        kernel clamps an int32 action: on sm_90, ptxas 13.0 compiles the int32 clamp-and-compare of
+        :func:`~gpurl.kernels.clamp_action` wrongly (docs/custom_env.md, section 14)."""
+        if self._int64_actions is None:
+            self._int64_actions = torch.empty(self._action_shapes[0], dtype=torch.int64, device=self._placed)
+        return self._int64_actions.copy_(actions)
 
     def _raise_bad_actions(self, actions) -> None:
         shapes = " or ".join(str(tuple(s)) for s in self._action_shapes)

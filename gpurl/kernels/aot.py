@@ -6,7 +6,8 @@ the GPU build would and checking the result:
 - Numba kernels: :func:`compile_ptx_sm90` types an :class:`~gpurl.kernels.program.EnvKernel` with the
   arguments it is launched with and emits PTX through NVVM; :func:`float64_instructions` finds
   accidental float64 (a Python float literal or argument promotes float32 math); :func:`assemble_sm90`
-  runs ``ptxas -arch=sm_90`` so register/ISA problems surface too.
+  runs ``ptxas -arch=sm_90`` so register/ISA problems surface too; :func:`sass_sm90` disassembles the
+  cubin and :func:`suspect_instructions` finds machine-code forms that ptxas has been seen to get wrong.
 - Triton kernels: :func:`compile_triton_sm90` compiles for a ``GPUTarget("cuda", 90, 32)`` and yields
   PTX and a cubin (Triton assembles with its own bundled ptxas).
 
@@ -248,6 +249,74 @@ def assemble_sm90(ptx: str, ptxas: str | None = None) -> bytes:
             raise PtxasError(f"{ptxas} -arch=sm_90 failed ({done.returncode}):\n{done.stderr.strip()}")
         with open(out, "rb") as f:
             return f.read()
+
+
+# ---- machine code (SASS) ------------------------------------------------------------------------------
+
+#: sm_90 machine-code forms that ptxas 13.0 has been seen to get wrong in a gpurl kernel: an integer min/max
+#: (VIMNMX) whose integer result is discarded (``RZ``) and whose predicate output is used. In tag_gridworld's
+#: build for int32 actions, ``clamp_action(a, 5) == 4`` became ``VIMNMX.RELU RZ, P1, P1, R6, 0x4, PT``, and
+#: on an H100 an action 0 then moved the agent as action 4 does; the int64 build compiles to plain
+#: comparisons and was right (docs/custom_env.md, section 14).
+_SUSPECT_SASS = re.compile(r"\bVIMNMX(?:\.\w+)*\s+RZ,\s*P\d")
+
+
+def _cuobjdump_candidates() -> Iterator[str]:
+    if os.environ.get("GPURL_CUOBJDUMP"):
+        yield os.environ["GPURL_CUOBJDUMP"]
+    ptxas = find_ptxas()
+    if ptxas is not None:  # the toolkit's own, beside its ptxas
+        yield os.path.join(os.path.dirname(os.path.realpath(ptxas)), "cuobjdump")
+    on_path = shutil.which("cuobjdump")
+    if on_path:
+        yield on_path
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            yield os.path.join(os.environ[var], "bin", "cuobjdump")
+    yield "/usr/local/cuda/bin/cuobjdump"
+    # Triton's bundled one (CUDA 12.8 in triton 3.7) reads ptxas 13.0's sm_90 cubins; its ptxas is the
+    # one left out of find_ptxas, not this.
+    for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+        yield os.path.join(site, "triton", "backends", "nvidia", "bin", "cuobjdump")
+
+
+def find_cuobjdump() -> str | None:
+    """Path of a ``cuobjdump`` (``$GPURL_CUOBJDUMP`` first; then the toolkit's, on PATH, Triton's bundled
+    one), or None when there is none."""
+    for path in _cuobjdump_candidates():
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def sass_sm90(cubin: bytes, cuobjdump: str | None = None) -> str:
+    """The machine code (SASS) of ``cubin`` (from :func:`assemble_sm90`), as ``cuobjdump -sass`` prints it.
+
+    cuobjdump: path to the tool; :func:`find_cuobjdump` when None. Raises FileNotFoundError when there is
+    none and RuntimeError (with its stderr) when it fails.
+    """
+    cuobjdump = cuobjdump or find_cuobjdump()
+    if cuobjdump is None:
+        raise FileNotFoundError("no cuobjdump found: install the CUDA toolkit or triton, or set GPURL_CUOBJDUMP")
+    with tempfile.TemporaryDirectory(prefix="gpurl-sass-") as tmp:
+        path = os.path.join(tmp, "kernel.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        done = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{cuobjdump} -sass failed ({done.returncode}):\n{done.stderr.strip()}")
+    return done.stdout
+
+
+def suspect_instructions(sass: str) -> list[str]:
+    """The instructions of ``sass`` (from :func:`sass_sm90`) in a form ptxas has been seen to compile wrongly
+    for sm_90 (``_SUSPECT_SASS``), stripped of their addresses and encodings; [] for clean code."""
+    found = []
+    for line in sass.splitlines():
+        if _SUSPECT_SASS.search(line):
+            code = line.split("*/", 1)[-1].split("/*", 1)[0]
+            found.append(" ".join(code.split()))
+    return found
 
 
 # ---- Triton ---------------------------------------------------------------------------------------------
