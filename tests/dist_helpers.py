@@ -24,6 +24,17 @@ TINY_ARGS = [
 ]
 
 
+#: The value-based algorithms (iql, vdn, qmix) act in Discrete spaces: tag_gridworld, small. The replay buffer
+#: holds 12 of the 16 rollout steps (it wraps), and 16 transitions per update are there from the first
+#: iteration on, so both iterations update.
+VALUE_ARGS = [
+    "--env", "tag_gridworld", "--env-param", "num_taggers=2", "--env-param", "grid_length=4",
+    "--env-param", "episode_length=6", "--num-envs", "4", "--rollout-len", "8", "--frame-stack", "2",
+    "--eval-episodes", "0", "--seed", "5", "--device", "cpu", "--torch-threads", "1", "--no-progress",
+    "--replay-capacity", "12", "--q-batch", "16", "--q-updates", "2",
+]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

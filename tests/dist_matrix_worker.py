@@ -12,7 +12,8 @@ import sys
 
 import torch.distributed as dist
 
-from dist_helpers import TINY_ARGS
+from dist_helpers import TINY_ARGS, VALUE_ARGS
+from gpurl.algos import ALGORITHMS
 from gpurl.train.cli import config_from_args
 from gpurl.train.launch import run
 
@@ -20,7 +21,8 @@ ITERS = 2
 
 
 def variant_args(algo: str, recurrent: str) -> list[str]:
-    return [*TINY_ARGS, "--algo", algo, "--recurrent", recurrent, "--iters", str(ITERS)]
+    base = VALUE_ARGS if ALGORITHMS[algo].uses_replay else TINY_ARGS
+    return [*base, "--algo", algo, "--recurrent", recurrent, "--iters", str(ITERS)]
 
 
 def keep_one_process_group() -> None:

@@ -8,7 +8,7 @@ VARIANTS):
 - ``central_learner`` with ``--max-staleness 0`` ends with them too;
 compared after 2 iterations to float tolerance (1e-5), together with the env state of all ranks in
 global env order. A new algorithm enters the matrix by registering. The 2-rank data-parallel
-checkpoint of PPO also resumes in one process where the single run does.
+checkpoints of PPO and QMIX also resume in one process where the single run does.
 
 Each policy is one real ``torchrun`` launch (tests/dist_matrix_worker.py trains every variant in turn,
 so the process start is paid once per policy); the single-device references run in this process.
@@ -34,7 +34,10 @@ MULTI_RANK = sorted(name for name in POLICIES if name != "single")
 #: Every algorithm with an MLP actor, and with a GRU actor where its recurrent path is its own: A2C's is
 #: PPO's learner with other config values (one epoch, one minibatch), so "a2c:gru" adds no code path.
 VARIANTS = [f"{algo}:{recurrent}" for algo in sorted(ALGORITHMS) for recurrent in ("none", "gru")
-            if (algo, recurrent) != ("a2c", "gru")]
+            if (algo, recurrent) != ("a2c", "gru") and (recurrent == "none" or ALGORITHMS[algo].supports_recurrent)]
+#: Variants whose 2-rank data-parallel checkpoint is resumed in one process: PPO, and QMIX (its replay
+#: buffer, gathered from both ranks, is sliced back by env; its mixer reads the global state).
+RESUMED = ["ppo:none", "qmix:none"]
 MATRIX = [(variant, dist) for variant in VARIANTS for dist in MULTI_RANK]
 WORKER = str(REPO / "tests" / "dist_matrix_worker.py")
 
@@ -56,7 +59,7 @@ def single_runs(tmp_path_factory):
         train(config_from_args([*variant_args(algo, recurrent), "--dist", "single", "--log-dir", str(root / "a")]),
               say=lambda *a: None)
         runs[variant] = {"short": load_checkpoint(root / "a" / "checkpoint.pt")}
-        if variant == "ppo:none":
+        if variant in RESUMED:
             short = runs[variant]["short"]
             longer = resume_config(short, {"iters": ITERS + 2, "log_dir": str(root / "b"), "dist": "single"})
             train(longer, short, say=lambda *a: None)
@@ -84,7 +87,8 @@ def multi_rank_runs(tmp_path_factory):
 
 
 def test_the_matrix_covers_every_algorithm_and_policy():
-    assert {"ppo", "a2c", "mappo"} <= set(ALGORITHMS)
+    assert {"ppo", "a2c", "mappo", "iql", "vdn", "qmix"} <= set(ALGORITHMS)
+    assert {v.split(":")[0] for v in VARIANTS} == set(ALGORITHMS)
     assert set(MULTI_RANK) == {"data_parallel", "central_learner"}
 
 
@@ -104,12 +108,17 @@ def test_two_ranks_end_where_one_device_does(variant, dist, single_runs, multi_r
     assert_same_tensors(saved["carried"], reference["carried"])
 
 
-def test_two_rank_checkpoint_resumes_on_one_rank(single_runs, multi_rank_runs, tmp_path):
-    """Continuing PPO's 2-rank data-parallel checkpoint in one process for 2 more iterations lands where
-    the single run resumed to ITERS + 2 does (the env state of both ranks was saved in global order)."""
-    _, checkpoint = multi_rank_runs("ppo:none", "data_parallel")
+@pytest.mark.parametrize("variant", RESUMED)
+def test_two_rank_checkpoint_resumes_on_one_rank(variant, single_runs, multi_rank_runs, tmp_path):
+    """Continuing a 2-rank data-parallel checkpoint in one process for 2 more iterations lands where the
+    single run resumed to ITERS + 2 does (the env state, and QMIX's replay buffer, of both ranks were saved
+    in global env order)."""
+    _, checkpoint = multi_rank_runs(variant, "data_parallel")
+    if variant.startswith("qmix"):
+        assert checkpoint["replay"]["buffers"]["inputs"].shape[1] == 4  # both ranks' envs
+        assert_same_tensors(checkpoint["replay"]["buffers"], single_runs[variant]["short"]["replay"]["buffers"])
     cfg = resume_config(checkpoint, {"iters": ITERS + 2, "log_dir": str(tmp_path), "dist": "single"})
     result = train(cfg, checkpoint, say=lambda *a: None)
     assert (result["iterations"], result["world_size"]) == (ITERS + 2, 1)
     assert_same_tensors(load_checkpoint(tmp_path / "checkpoint.pt")["algo_state"]["nets"],
-                        single_runs["ppo:none"]["long"]["algo_state"]["nets"])
+                        single_runs[variant]["long"]["algo_state"]["nets"])

@@ -64,7 +64,9 @@ def fmt_spaces(rows) -> str:
 
 
 class GpurlRunner:
-    """``gpurl.make(name, ...)`` stepped through the public ``env.step`` (validate=False, autoreset)."""
+    """``gpurl.make(name, ...)`` stepped through the public ``env.step`` (validate=False, autoreset,
+    global_state=False: no peer computes a global state, and gpurl's trainer asks for one only for an
+    algorithm that reads it)."""
 
     name = "gpurl"
     granularity = 1
@@ -76,7 +78,7 @@ class GpurlRunner:
             raise Unsupported(f"gpurl has no {cfg.name} yet (registered: {gpurl.registered()})")
         self.device = device
         self.env = env = gpurl.make(cfg.name, num_envs=num_envs, device=device, seed=seed, validate=False,
-                                    **cfg.gpurl_kwargs())
+                                    global_state=False, **cfg.gpurl_kwargs())
         env.reset()
         gen = torch.Generator(device=device).manual_seed(seed)
         groups = list(env.groups.values())

@@ -31,7 +31,7 @@ def plan_scenario(cfg: RunConfig, peers: list, registered: list) -> dict:
                 if cfg.name not in registered:
                     raise Unsupported(f"gpurl has no {cfg.name} yet")
                 kw = ", ".join(f"{k}={v!r}" for k, v in cfg.gpurl_kwargs().items())
-                plan[peer] = f"gpurl.make({cfg.name!r}, {kw}, validate=False), autoreset"
+                plan[peer] = f"gpurl.make({cfg.name!r}, {kw}, validate=False, global_state=False), autoreset"
             elif peer in ("jaxmarl", "jaxmarl_fused"):
                 env_id, kw = cfg.jaxmarl()
                 plan[peer] = f"jaxmarl.make({env_id!r}, **{kw}) (episodes of max_steps + 1 = {cfg.max_cycles} steps)"

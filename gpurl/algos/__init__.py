@@ -5,6 +5,7 @@ its checkpoint state (:mod:`gpurl.algos.base`); the trainer and the distribution
 """
 from .base import ActorFragment, Algorithm, EnvSpec, Field, LearnContext, LearnerFragment
 from .ppo import A2C, MAPPO, PPO
+from .q_learning import IQL, QMIX, VDN
 
 ALGORITHMS: dict[str, type[Algorithm]] = {}
 
@@ -19,8 +20,8 @@ def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
     return cls
 
 
-for _cls in (PPO, A2C, MAPPO):
+for _cls in (PPO, A2C, MAPPO, IQL, VDN, QMIX):
     register_algorithm(_cls)
 
-__all__ = ["ALGORITHMS", "A2C", "ActorFragment", "Algorithm", "EnvSpec", "Field", "LearnContext", "LearnerFragment",
-           "MAPPO", "PPO", "register_algorithm"]
+__all__ = ["ALGORITHMS", "A2C", "ActorFragment", "Algorithm", "EnvSpec", "Field", "IQL", "LearnContext",
+           "LearnerFragment", "MAPPO", "PPO", "QMIX", "VDN", "register_algorithm"]

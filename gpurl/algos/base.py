@@ -76,7 +76,8 @@ class LearnContext:
     - ``comm``: sums over the ranks that share the learning (``all_reduce_``); a no-op with one learner;
     - ``reduce_gradients``: called with the gradient buffers after every backward pass;
     - ``generator``: draws the global minibatches (in the same state on every learner rank);
-    - ``timer``: ``timer.phase(name)`` times and NVTX-marks a phase.
+    - ``timer``: ``timer.phase(name)`` times and NVTX-marks a phase;
+    - ``replay``, ``step``: see below.
     """
 
     shard: EnvShard
@@ -84,6 +85,11 @@ class LearnContext:
     reduce_gradients: Callable[[list[torch.Tensor]], None]
     generator: torch.Generator
     timer: object
+    #: an off-policy algorithm's replay buffer (``uses_replay``), filled by the trainer with each rollout's
+    #: transitions before the learner runs (gpurl.train.replay.ReplayBuffer); None otherwise
+    replay: object = None
+    #: int64 [1]: the global step counter of acting (schedules such as epsilon read it)
+    step: torch.Tensor | None = None
 
 
 class ActorFragment(Protocol):
@@ -122,6 +128,11 @@ class Algorithm(ABC):
     stat_names: ClassVar[tuple[str, ...]]
     #: the rollout storage keeps the env's global state (``global_state``, ``final_global_state``)
     reads_global_state: ClassVar[bool] = False
+    #: off-policy: the trainer keeps a replay buffer of ``config.replay_capacity`` steps on every learner rank,
+    #: fills it with each rollout's transitions and hands it to the learner as ``ctx.replay``
+    uses_replay: ClassVar[bool] = False
+    #: takes ``recurrent="gru"`` (a GRU actor whose state is a carried rollout field)
+    supports_recurrent: ClassVar[bool] = True
 
     actor: ActorFragment
     learner: LearnerFragment

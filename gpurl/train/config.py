@@ -48,8 +48,9 @@ class TrainConfig:
     iters: int = _doc("training iterations (rollout + update); 0 derives it from total_steps", default=0, ge=0)
     total_steps: int = _doc("env steps to train for (num_envs per step) when iters is 0", default=0, ge=0)
     rollout_len: int = _doc("steps per env per iteration (T)", default=64, ge=1)
-    algo: str = _doc("registered algorithm: 'ppo', 'a2c' (= one epoch, one minibatch, no clipping), or 'mappo' "
-                     "(PPO with critics on the env's global state)",
+    algo: str = _doc("registered algorithm: 'ppo', 'a2c' (= one epoch, one minibatch, no clipping), 'mappo' "
+                     "(PPO with critics on the env's global state), or the value-based 'iql', 'vdn' (team Q = "
+                     "sum of the agents' Qs), 'qmix' (team Q = monotonic mix on the global state)",
                      default="ppo")
     epochs: int = _doc("passes over each rollout", default=4, ge=1)
     minibatches: int = _doc("minibatches per epoch (per group)", default=4, ge=1)
@@ -75,6 +76,20 @@ class TrainConfig:
                                  default=True)
     value_norm: bool = _doc("mappo: the critic predicts values normalised by running statistics of the returns",
                             default=False)
+    replay_capacity: int = _doc("iql, vdn, qmix: rollout steps per env the replay buffer keeps (capacity x num_envs "
+                                "transitions, on every learner rank)", default=1000, ge=1)
+    replay_in_checkpoint: bool = _doc("iql, vdn, qmix: checkpoints hold the replay buffer's transitions (off: its "
+                                      "position only; a resumed run refills it before learning)", default=True)
+    q_batch: int = _doc("iql, vdn, qmix: transitions per update (sampled uniformly from the replay buffer)",
+                        default=256, ge=1)
+    q_updates: int = _doc("iql, vdn, qmix: updates per iteration", default=4, ge=1)
+    target_tau: float = _doc("iql, vdn, qmix: how far each target update moves the target networks towards the "
+                             "online ones (1 = a copy)", default=0.01, gt=0, le=1)
+    target_period: int = _doc("iql, vdn, qmix: updates between target updates", default=1, ge=1)
+    eps_start: float = _doc("iql, vdn, qmix: exploration epsilon at the start", default=1.0, ge=0, le=1)
+    eps_end: float = _doc("iql, vdn, qmix: exploration epsilon after the decay", default=0.05, ge=0, le=1)
+    eps_decay_frac: float = _doc("iql, vdn, qmix: fraction of the run's steps over which epsilon moves linearly "
+                                 "from eps_start to eps_end", default=0.5, ge=0, le=1)
     frame_stack: int = _doc("observations per policy input (the current one and frame_stack - 1 before it)",
                             default=1, ge=1)
     policy_backend: str = _doc("acting: 'triton' (one fused kernel per group), 'compiled' (torch.compile of the "

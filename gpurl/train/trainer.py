@@ -29,6 +29,7 @@ from ..profiling import nvtx_range
 from .config import TrainConfig
 from .fragments import EnvFragment, RandomActor
 from .metrics import EpisodeStats, PhaseTimer
+from .replay import ReplayBuffer, rollout_transitions
 from .storage import RolloutStorage
 
 
@@ -96,12 +97,16 @@ class Trainer:
         learner_shard = placement.learner_shard(cfg.num_envs)
         self.learn_context = None
         self.learner_storage = None
+        self.replay = None
+        self.step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         if learner_shard is not None:
+            if self.algo.uses_replay:  # on every learner rank: the transitions of the envs it learns from
+                self.replay = self._replay(learner_shard.size)
             self.learn_context = LearnContext(learner_shard, placement.learner_comm(cfg.num_envs),
-                                              placement.reduce_gradients, self.generator, self.timer)
+                                              placement.reduce_gradients, self.generator, self.timer,
+                                              replay=self.replay, step=self.step_counter)
             self.learner_storage = (self.storage if learner_shard == self.shard
                                     else self._storage(learner_shard.size))
-        self.step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.graphed = None
         if cfg.cuda_graph and self.device.type == "cuda" and not self.random_actor.groups:
             self.graphed = GraphedRollout(lambda: self._rollout_steps(timed=False))
@@ -116,6 +121,12 @@ class Trainer:
         return RolloutStorage(steps or self.config.rollout_len, num_envs, env.num_agents, env.obs_dim,
                               env.action_dims, env.action_dtype, self.config.frame_stack - 1, self.device,
                               self.algo.fields(), env.global_state_dim if self.reads_global_state else 0)
+
+    def _replay(self, num_envs: int) -> ReplayBuffer:
+        env, cfg = self.env, self.config
+        return ReplayBuffer(cfg.replay_capacity, num_envs, env.num_agents, env.obs_dim * cfg.frame_stack,
+                            env.action_dims, env.action_dtype, self.device,
+                            env.global_state_dim if self.reads_global_state else 0)
 
     def _weights_changed(self, changed: bool) -> None:
         if changed:
@@ -144,6 +155,9 @@ class Trainer:
                             None if self.learner_storage is None else self.learner_storage.buffers())
         stats = torch.zeros(len(self.trained), len(self.algo.stat_names), device=self.device)
         if self.learn_context is not None:
+            if self.replay is not None:
+                with self.timer.phase("replay"):
+                    self.replay.insert(**rollout_transitions(self.learner_storage, self.env.obs_dim))
             stats = self.algo.learner.run(self.learner_storage, self.learn_context)
         with self.timer.phase("communicate"):
             stats, changed = p.after_learn(self.iteration, weights, stats)
@@ -263,6 +277,7 @@ class Trainer:
         stats = self.stats.state_dict()
         running = comm.gather_cat(stats["running"], 0)
         totals = comm.all_reduce_(torch.cat([stats["done_sum"], stats["done_count"].view(1)]))
+        replay = self._replay_state()
         if not self.placement.is_main:
             return None
         return _to_cpu({
@@ -272,8 +287,29 @@ class Trainer:
             "step_counter": self.step_counter, "env_state": env_state, "history_obs": history_obs,
             "history_starts": history_starts, "carried": carried,
             "episode_stats": {"running": running, "done_sum": totals[:-1], "done_count": totals[-1]},
-            "world_size": self.placement.world_size, "dist": self.placement.name,
+            "world_size": self.placement.world_size, "dist": self.placement.name, "replay": replay,
         })
+
+    def _replay_state(self) -> dict | None:
+        """The replay buffer's checkpoint state, its envs in global order: gathered from every rank under
+        data_parallel (collective there), rank 0's own under central_learner; None without a buffer."""
+        if self.replay is None:
+            return None
+        state = self.replay.state_dict(contents=self.config.replay_in_checkpoint)
+        if "buffers" in state and self.learn_context.shard == self.shard:  # each rank holds its own envs
+            state["buffers"] = {k: self.placement.comm.gather_cat(v, 1) for k, v in state["buffers"].items()}
+        return state
+
+    def _load_replay(self, state: dict) -> None:
+        """This learner's envs' slice of the checkpoint's replay state (checked whole before it changes)."""
+        saved = state.get("replay")
+        if saved is None:
+            raise ValueError(f"checkpoint holds no replay buffer, and algorithm {self.config.algo!r} keeps one")
+        lo, hi = self.learn_context.shard.lo, self.learn_context.shard.hi
+        local = dict(saved)
+        if "buffers" in saved:
+            local["buffers"] = {k: v[:, lo:hi] for k, v in saved["buffers"].items()}
+        self.replay.load_state_dict(local)
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from ``state`` (a checkpoint of a run with the same config, saved with any number of
@@ -285,6 +321,8 @@ class Trainer:
         if state["algorithm"] != self.config.algo:
             raise ValueError(f"checkpoint was saved by algorithm {state['algorithm']!r}, this run is {self.config.algo!r}")
         self._check_env_fits(state)
+        if self.replay is not None:  # first: it checks itself whole, so a bad one changes nothing
+            self._load_replay(state)
         for name, tensor in state["env_state"].items():
             getattr(self.env.state, name).copy_(tensor[lo:hi])
         s.obs[:H + 1].copy_(state["history_obs"][:, lo:hi])
