@@ -9,7 +9,10 @@ Tasks (``TASKS``): ``ppo``, ``a2c`` and ``mappo`` train simple_tag's three adver
 reward) against uniformly random good agents, from the ``simple-tag`` / ``simple-tag-mappo`` presets;
 ``ppo-gru`` and ``mappo-gru`` do the same with a GRU actor. ``mappo-spread`` and ``mappo-speaker-listener``
 train every agent of mpe2's cooperative simple_spread and simple_speaker_listener (the ``simple-spread`` and
-``simple-speaker-listener`` presets; one team reward, reported for the ``agent`` / ``listener`` group). The Tag rows ask whether a recurrent policy
+``simple-speaker-listener`` presets; one team reward, reported for the ``agent`` / ``listener`` group).
+``iql-spread``, ``vdn-spread`` and ``qmix-spread`` train simple_spread's team with the value-based
+algorithms, beside ``ippo-spread`` (independent PPO) on the same budget; they also report transitions/s into
+the replay buffer and updates/s. The Tag rows ask whether a recurrent policy
 replaces ``frame_stack``: tag-small (taggers and runners both learn) with two stacked frames, with one
 frame, and with a GRU and one frame (``tag-small-gru``). Each task reports its ``group``'s mean return
 per episode, random and after training (each run's own evaluation episodes, new seeds).
@@ -34,6 +37,8 @@ from gpurl.train.process import configure_process
 from gpurl.train.run import train
 
 ADVERSARIES = dict(train_groups=("adversary",), iters=60)
+SPREAD = dict(iters=60, value_norm=False)  # the simple-spread preset is MAPPO's; value_norm is MAPPO's alone
+Q_LEARNING = dict(replay_capacity=200, q_batch=1024, q_updates=32, target_tau=0.01)
 #: name -> (preset, config values over it, the group whose return is reported)
 TASKS = {
     "ppo": ("simple-tag", dict(ADVERSARIES), "adversary"),
@@ -48,6 +53,13 @@ TASKS = {
     "ppo-tag-2frames": ("tag-small", dict(iters=80), "tagger"),
     "ppo-tag-1frame": ("tag-small", dict(iters=80, frame_stack=1), "tagger"),
     "ppo-tag-gru": ("tag-small-gru", dict(iters=80), "tagger"),
+    # The value-based family on simple_spread (one team reward), beside independent PPO with the same
+    # budget. The replay buffer keeps 200 steps x 256 envs; 32 updates of 1024 transitions per iteration
+    # replay each transition about 2.5 times.
+    "ippo-spread": ("simple-spread", dict(SPREAD, algo="ppo"), "agent"),
+    "iql-spread": ("simple-spread", dict(SPREAD, **Q_LEARNING, algo="iql"), "agent"),
+    "vdn-spread": ("simple-spread", dict(SPREAD, **Q_LEARNING, algo="vdn"), "agent"),
+    "qmix-spread": ("simple-spread", dict(SPREAD, **Q_LEARNING, algo="qmix"), "agent"),
 }
 
 
@@ -61,10 +73,15 @@ def run_task(name: str, seed: int, scale: float, threads: int) -> dict:
         t0 = time.perf_counter()
         result = train(cfg, say=lambda *a, **k: None)
         seconds = time.perf_counter() - t0
-    return {"task": f"{preset} " + " ".join(f"{k}={v}" for k, v in sorted(values.items())), "group": group,
-            "return_random": result[f"return_{group}_random"], "return_final": result[f"return_{group}_final"],
-            "env_steps": result["env_steps"], "seconds": seconds, "agent_steps_per_s": result["agent_steps_per_s"],
-            "seconds_per_iteration": result["train_seconds"] / max(1, result["timed_iterations"])}
+    row = {"task": f"{preset} " + " ".join(f"{k}={v}" for k, v in sorted(values.items())), "group": group,
+           "return_random": result[f"return_{group}_random"], "return_final": result[f"return_{group}_final"],
+           "env_steps": result["env_steps"], "seconds": seconds, "agent_steps_per_s": result["agent_steps_per_s"],
+           "seconds_per_iteration": result["train_seconds"] / max(1, result["timed_iterations"])}
+    phases, iterations = result["phase_seconds"], result["timed_iterations"]
+    if "replay" in phases:  # off-policy: transitions into the buffer, and updates, per second of their phase
+        row["transitions_per_s"] = iterations * cfg.num_envs * cfg.rollout_len / max(phases["replay"], 1e-9)
+        row["updates_per_s"] = iterations * cfg.q_updates / max(phases.get("learn", 0.0), 1e-9)
+    return row
 
 
 def mean_row(rows: list[dict]) -> dict:
@@ -72,6 +89,9 @@ def mean_row(rows: list[dict]) -> dict:
     for key in ("return_random", "return_final", "env_steps", "seconds", "agent_steps_per_s", "seconds_per_iteration"):
         out[key] = statistics.fmean(r[key] for r in rows)
     out["return_final_std"] = statistics.pstdev(r["return_final"] for r in rows)
+    for key in ("transitions_per_s", "updates_per_s"):
+        if key in rows[0]:
+            out[key] = statistics.fmean(r[key] for r in rows)
     out["seeds"] = rows
     return out
 
@@ -109,6 +129,9 @@ def main() -> None:
               f"{r['agent_steps_per_s']:>15.4g}")
     for name, r in algos.items():
         print(f"{name}: {r['task']}")
+        if "updates_per_s" in r:
+            print(f"  replay: {r['transitions_per_s']:.4g} transitions/s into the buffer, "
+                  f"{r['updates_per_s']:.4g} updates/s")
     print_result({"bench": "algorithms", "device": "cpu", "seeds": seeds, "budget_scale": args.budget_scale,
                   "algos": algos})
 
