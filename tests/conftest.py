@@ -119,25 +119,25 @@ def requires_cuda():
     return torch.device("cuda", torch.cuda.current_device())
 
 
+def _tool_or_skip(find_name: str, what: str):
+    """The path :func:`gpurl.kernels.aot.<find_name>` finds; skips the test when there is none."""
+    from gpurl.kernels import aot
+
+    path = getattr(aot, find_name)()
+    if path is None:
+        pytest.skip(f"compile tier: {what}")
+    return path
+
+
 @pytest.fixture(scope="session")
 def ptxas():
     """Path of the CUDA toolkit's ptxas; skips the test when none can be found (compile tier)."""
-    from gpurl.kernels.aot import find_ptxas
-
-    path = find_ptxas()
-    if path is None:
-        pytest.skip("compile tier: no ptxas (no CUDA toolkit beside nvcc, on PATH, in CUDA_HOME or the "
-                    "venv's nvidia packages; set GPURL_PTXAS to point at one)")
-    return path
+    return _tool_or_skip("find_ptxas", "no ptxas (no CUDA toolkit beside nvcc, on PATH, in CUDA_HOME or the "
+                                       "venv's nvidia packages; set GPURL_PTXAS to point at one)")
 
 
 @pytest.fixture(scope="session")
 def cuobjdump():
     """Path of a cuobjdump (the toolkit's or Triton's bundled one); skips the test when there is none."""
-    from gpurl.kernels.aot import find_cuobjdump
-
-    path = find_cuobjdump()
-    if path is None:
-        pytest.skip("compile tier: no cuobjdump (none beside ptxas, on PATH, in CUDA_HOME or in triton; set "
-                    "GPURL_CUOBJDUMP to point at one)")
-    return path
+    return _tool_or_skip("find_cuobjdump", "no cuobjdump (none beside ptxas, on PATH, in CUDA_HOME or in "
+                                           "triton; set GPURL_CUOBJDUMP to point at one)")

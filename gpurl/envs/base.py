@@ -361,10 +361,10 @@ class KernelEnv:
         ``actions``: [num_envs, num_agents, action_dims] int32/int64 (discrete) or float32 (Box) on
         ``env.device``; int32 ones are copied into an int64 buffer of the env's (kernels read int64). Their
         type, dtype, shape, device and layout (and those of ``out``) are checked on every call: host
-        metadata, no synchronisation. With ``validate=True`` the values are range-checked
-        too, before anything changes; on CUDA that check reads one flag back to the host, so training
-        loops pass ``validate=False``: then an out-of-range discrete action acts as the nearest valid one
-        (clamped into ``0..n-1``, :func:`gpurl.kernels.clamp_action`; docs/specs/API.md, "Errors").
+        metadata, no synchronisation. With ``validate=True`` the values are range-checked too, before
+        anything changes; on CUDA that check reads one flag back to the host, so training loops pass
+        ``validate=False``: then an out-of-range discrete action acts as the nearest valid one (clamped
+        into ``0..n-1``, :func:`gpurl.kernels.clamp_action`; docs/specs/API.md, "Errors").
 
         ``out``: the kernels write this step's results straight into these tensors instead of the env's
         own buffers (a trainer passes slot t of its rollout storage: no copy per step), and the returned
@@ -423,10 +423,8 @@ class KernelEnv:
         return actions if actions.is_contiguous() else actions.contiguous()
 
     def _widened(self, actions: torch.Tensor) -> torch.Tensor:
-        """int32 ``actions`` [E, N, D] copied into the env's own int64 buffer (one copy on the device, allocated
-        at the first int32 step): every kernel reads int64 actions. One build per env instead of two, and no
-        kernel clamps an int32 action: on sm_90, ptxas 13.0 compiles the int32 clamp-and-compare of
-        :func:`~gpurl.kernels.clamp_action` wrongly (docs/custom_env.md, section 14)."""
+        """int32 ``actions`` [E, N, D] copied into the env's int64 buffer: one build per env, and no int32
+        clamp for sm_90's ptxas 13.0 to get wrong (docs/custom_env.md, section 14)."""
         if self._int64_actions is None:
             self._int64_actions = torch.empty(self._action_shapes[0], dtype=torch.int64, device=self._placed)
         return self._int64_actions.copy_(actions)

@@ -197,21 +197,30 @@ def check_float64_sm90(kernel, args: tuple, *, constants: tuple = (), ptx: str |
 
 # ---- ptxas ---------------------------------------------------------------------------------------------
 
-def _ptxas_candidates() -> Iterator[str]:
-    if os.environ.get("GPURL_PTXAS"):
-        yield os.environ["GPURL_PTXAS"]
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        # nvcc on PATH is often a symlink (or a wrapper script) outside the toolkit; ptxas sits beside
-        # the real binary.
-        yield os.path.join(os.path.dirname(os.path.realpath(nvcc)), "ptxas")
-    on_path = shutil.which("ptxas")
+def _toolkit_candidates(tool: str, env_var: str, beside: str | None) -> Iterator[str]:
+    """Where a CUDA toolkit binary ``tool`` may be: ``$env_var``, beside the real binary of ``beside`` (on
+    PATH, ``beside`` is often a symlink or a wrapper script outside the toolkit), on PATH, in
+    ``$CUDA_HOME``/``$CUDA_PATH``, in /usr/local/cuda."""
+    if os.environ.get(env_var):
+        yield os.environ[env_var]
+    anchor = beside and shutil.which(beside)
+    if anchor:
+        yield os.path.join(os.path.dirname(os.path.realpath(anchor)), tool)
+    on_path = shutil.which(tool)
     if on_path:
         yield on_path
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
-            yield os.path.join(os.environ[var], "bin", "ptxas")
-    yield "/usr/local/cuda/bin/ptxas"
+            yield os.path.join(os.environ[var], "bin", tool)
+    yield f"/usr/local/cuda/bin/{tool}"
+
+
+def _first_executable(candidates: Iterator[str]) -> str | None:
+    return next((p for p in candidates if os.path.isfile(p) and os.access(p, os.X_OK)), None)
+
+
+def _ptxas_candidates() -> Iterator[str]:
+    yield from _toolkit_candidates("ptxas", "GPURL_PTXAS", beside="nvcc")
     # pip toolkits: cuda-toolkit[nvcc] (nvidia/cu13/bin) and CUDA 12's nvidia-cuda-nvcc-cu12
     # (nvidia/cuda_nvcc/bin). Triton's bundled ptxas is left out on purpose: it is older (CUDA 12.8 in
     # triton 3.7) than the PTX ISA NVVM 13 emits, and Triton already assembles its own PTX with it.
@@ -221,10 +230,7 @@ def _ptxas_candidates() -> Iterator[str]:
 
 def find_ptxas() -> str | None:
     """Path of a CUDA toolkit ``ptxas`` (``$GPURL_PTXAS`` first), or None when there is none."""
-    for path in _ptxas_candidates():
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
+    return _first_executable(_ptxas_candidates())
 
 
 class PtxasError(RuntimeError):
@@ -267,13 +273,7 @@ def _cuobjdump_candidates() -> Iterator[str]:
     ptxas = find_ptxas()
     if ptxas is not None:  # the toolkit's own, beside its ptxas
         yield os.path.join(os.path.dirname(os.path.realpath(ptxas)), "cuobjdump")
-    on_path = shutil.which("cuobjdump")
-    if on_path:
-        yield on_path
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            yield os.path.join(os.environ[var], "bin", "cuobjdump")
-    yield "/usr/local/cuda/bin/cuobjdump"
+    yield from _toolkit_candidates("cuobjdump", "GPURL_CUOBJDUMP", beside=None)
     # Triton's bundled one (CUDA 12.8 in triton 3.7) reads ptxas 13.0's sm_90 cubins; its ptxas is the
     # one left out of find_ptxas, not this.
     for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
@@ -283,10 +283,7 @@ def _cuobjdump_candidates() -> Iterator[str]:
 def find_cuobjdump() -> str | None:
     """Path of a ``cuobjdump`` (``$GPURL_CUOBJDUMP`` first; then the toolkit's, on PATH, Triton's bundled
     one), or None when there is none."""
-    for path in _cuobjdump_candidates():
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
+    return _first_executable(_cuobjdump_candidates())
 
 
 def sass_sm90(cubin: bytes, cuobjdump: str | None = None) -> str:
