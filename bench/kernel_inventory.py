@@ -322,6 +322,31 @@ def gru_actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_RO
                         dict(policy=recurrent, packed=p))
 
 
+def q_actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS) -> TritonLaunch:
+    """The fused epsilon-greedy actor over ``rows`` rows of the Q-network iql, vdn and qmix build for
+    ``group`` (``policy``'s input, widths and activation; its one Discrete head as the actions)."""
+    from gymnasium.spaces import Discrete
+
+    from gpurl.algos.q_nets import QNetwork
+    from gpurl.fusion.actor import launch_warps
+    from gpurl.fusion.q_actor import Q_ACTOR_SM90_SIGNATURE, pack_q_network, q_actor_constexprs, q_actor_fused_kernel
+
+    widths = [m.out_features for m in policy.actor if isinstance(m, torch.nn.Linear)][:-1]
+    (actions,) = policy.dist.nvec
+    net = QNetwork(policy.in_dim, Discrete(actions), widths, policy.activation, torch.Generator().manual_seed(0))
+    p = pack_q_network(net.net, actions, policy.activation)
+    constexprs = q_actor_constexprs(p)
+    weights = sum(t.numel() * t.element_size() for t in p.tensors())
+    # Each row: its input read once, its action (int64) written once; weights, step, seed and epsilon
+    # once per launch (L2 serves the repeats).
+    read = rows * p.in_dim * 4 + weights + 8 + 16 + 4
+    written = rows * 8
+    return TritonLaunch("q_actor_fused_kernel", config.name, q_actor_fused_kernel, Q_ACTOR_SM90_SIGNATURE, constexprs,
+                        launch_warps(p), -(-rows // constexprs["BLOCK_B"]), rows, read, written,
+                        f"{group} Q-network: in {p.in_dim}, {actions} actions, hidden {p.HP} x {p.layers}, "
+                        f"{rows:.0e} rows", dict(policy=net, packed=p))
+
+
 def gae_launch(config: EnvConfig, num_agents: int) -> TritonLaunch:
     """The fused GAE scan over the preset's rollout (T x E x N columns) of ``config``."""
     from gpurl.fusion.gae import GAE_BLOCK, GAE_NUM_WARPS, GAE_SM90_SIGNATURE, gae_fused_kernel
@@ -337,11 +362,13 @@ def gae_launch(config: EnvConfig, num_agents: int) -> TritonLaunch:
 
 
 def triton_launches(config: EnvConfig, env) -> list[TritonLaunch]:
-    """The fused actor and the recurrent one (each distinct policy of the preset, ACTOR_ROWS rows) and GAE
-    for ``config``."""
+    """The fused actor, the recurrent one and (for Discrete groups) the epsilon-greedy one, each for every
+    distinct policy of the preset over ACTOR_ROWS rows, and GAE for ``config``."""
     policies = _policies(config, env)
     found = [actor_launch(config, group, policy) for group, policy in policies.items()]
     found += [gru_actor_launch(config, group, policy) for group, policy in policies.items()]
+    found += [q_actor_launch(config, group, policy) for group, policy in policies.items()
+              if len(policy.dist.nvec) == 1]  # the value-based algorithms act in Discrete spaces
     return found + [gae_launch(config, env.num_agents)]
 
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env python
 """Acting backends side by side (eager torch, torch.compile, the fused Triton kernel: MLP + heads +
-sampling + log-prob + value) and GAE (torch loop vs fused scan), at batch sizes from 1e3 to 1e6 agents.
+sampling + log-prob + value), the same for the value-based algorithms' epsilon-greedy acting (Q-network +
+argmax + explore draws) and GAE (torch loop vs fused scan), at batch sizes from 1e3 to 1e6 agents.
 
     python bench/kernels.py                      # on a GPU: timings; without one: interpreter check
     python bench/kernels.py --sizes 1000,100000 --obs-dim 142 --hidden 64,64 --heads 21,21
 
 On a GPU each op is timed with triton.testing.do_bench (CUDA events, median) side by side in one run:
 ``eager`` is ``ActorCritic.act`` as written (the one definition), ``compiled`` the same through
-torch.compile, ``fused`` the Triton kernel; GAE compares the torch reference's loop over T with the fused
+torch.compile, ``fused`` the Triton kernel (``q_*``: ``QActor`` with ``QNetwork.act`` as the definition, a
+Discrete(``--q-actions``) Q-network of the same input and widths); GAE compares the torch reference's loop over T with the fused
 reverse scan. Without a GPU it says so and runs the Triton interpreter on small shapes instead,
 checking the kernels against their definitions (a correctness check, not a timing). Ends with
 ``RESULT {json}``.
@@ -32,6 +34,8 @@ from _common import describe_machine, print_result  # noqa: E402
 
 from gpurl.algos.acting import Acting  # noqa: E402
 from gpurl.algos.nets import ActorCritic  # noqa: E402
+from gpurl.algos.q_acting import QActor  # noqa: E402
+from gpurl.algos.q_nets import QNetwork  # noqa: E402
 from gpurl.fusion import gae_ref, gae_triton  # noqa: E402
 from gpurl.fusion.counter_rng import seed_tensor  # noqa: E402
 
@@ -44,6 +48,24 @@ def make_inputs(rows: int, obs_dim: int, hidden, heads, device):
     outs = (torch.zeros(rows, 1, len(heads), dtype=torch.int64, device=device),
             torch.zeros(rows, 1, device=device), torch.zeros(rows, 1, device=device))
     return policy, x, outs
+
+
+def q_acting(rows: int, obs_dim: int, hidden, actions: int, device):
+    """act(backend): ``QActor`` by ``backend`` writing the epsilon-greedy actions of ``rows`` agents (one
+    group, epsilon 0.3) into an action buffer [1, rows, 1, 1]; returns (act, that buffer)."""
+    from types import SimpleNamespace
+
+    net = QNetwork(obs_dim, gymnasium.spaces.Discrete(actions), hidden, "tanh", torch.Generator().manual_seed(0))
+    x = torch.randn(rows, 1, obs_dim, device=device)
+    storage = SimpleNamespace(actions=torch.zeros(1, rows, 1, 1, dtype=torch.int64, device=device),
+                              policy_input=lambda t0, t1, agents, dim: x[None])
+    groups = {"g": SimpleNamespace(agents=slice(0, 1), obs_dim=obs_dim)}
+    spec = SimpleNamespace(device=device, env_offset=0, num_agents=1)
+    nets = torch.nn.ModuleDict({"g": net}).to(device)
+    step = torch.tensor([300], device=device)  # epsilon 1.0 -> 0.0 over 1000 steps: 0.7 at step 300
+    backends = ("eager", "compiled", "triton") if device.type == "cuda" else ("eager", "triton")
+    actors = {b: QActor(groups, nets, spec, seed_tensor(3, device), 1.0, 0.0, 1000, b, "tanh") for b in backends}
+    return (lambda backend: actors[backend].run(storage, 0, step)), storage.actions
 
 
 def gae_inputs(T: int, columns: int, device):
@@ -70,11 +92,14 @@ def time_gpu(args) -> dict:
         t_eager = do_bench(lambda: actors["eager"]({"g": x}, step, {"g": (a, lp, v)}))
         t_ref = do_bench(lambda: actors["compiled"]({"g": x}, step, {"g": (a, lp, v)}))
         t_fused = do_bench(lambda: actors["triton"]({"g": x}, step, {"g": (a, lp, v)}))
+        q_act, _ = q_acting(rows, args.obs_dim, args.hidden, args.q_actions, device)
+        t_q = {b: do_bench(lambda b=b: q_act(b)) for b in ("eager", "compiled", "triton")}
         gae_args = gae_inputs(args.rollout_len, rows, device)
         t_gae_ref = do_bench(lambda: gae_ref(*gae_args, 0.99, 0.95))
         t_gae = do_bench(lambda: gae_triton(*gae_args, 0.99, 0.95))
         row = dict(agents=rows, actor_eager_ms=t_eager, actor_compiled_ms=t_ref, actor_fused_ms=t_fused,
-                   actor_speedup_vs_eager=t_eager / t_fused, gae_reference_ms=t_gae_ref, gae_fused_ms=t_gae,
+                   actor_speedup_vs_eager=t_eager / t_fused, q_eager_ms=t_q["eager"], q_compiled_ms=t_q["compiled"],
+                   q_fused_ms=t_q["triton"], q_speedup_vs_eager=t_q["eager"] / t_q["triton"], gae_reference_ms=t_gae_ref, gae_fused_ms=t_gae,
                    gae_speedup=t_gae_ref / t_gae)
         print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
         rows_out.append(row)
@@ -91,12 +116,17 @@ def interpreter_check(args) -> dict:
     seed = seed_tensor(7, device)
     Acting({"g": policy}, {"g": 0}, "triton", seed, 0, 1)({"g": x}, step, {"g": (a, lp, v)})
     Acting({"g": policy}, {"g": 0}, "eager", seed, 0, 1)({"g": x}, step, {"g": (a2, lp2, v2)})
+    q_act, q_actions = q_acting(rows, args.obs_dim, args.hidden, args.q_actions, device)
+    q_act("triton")
+    fused_q = q_actions.clone()
+    q_act("eager")
     gae_args = gae_inputs(17, 700, device)
     adv, ret = gae_triton(*gae_args, 0.99, 0.95)
     adv_ref, ret_ref = gae_ref(*gae_args, 0.99, 0.95)
     result = dict(mode="interpreter-check", actor_rows=rows, actions_identical=bool(torch.equal(a, a2)),
                   actor_log_prob_max_abs_diff=float((lp - lp2).abs().max()),
                   actor_value_max_abs_diff=float((v - v2).abs().max()),
+                  q_actions_identical=bool(torch.equal(fused_q, q_actions)),
                   gae_shape=list(gae_args[0].shape), gae_max_abs_diff=float((adv - adv_ref).abs().max()),
                   returns_max_abs_diff=float((ret - ret_ref).abs().max()))
     for k, val in result.items():
@@ -111,11 +141,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--obs-dim", type=int, default=142, help="policy input (tag-10v100 x 2 frames = 142)")
     parser.add_argument("--hidden", default="64,64", type=lambda s: tuple(int(v) for v in s.split(",")))
     parser.add_argument("--heads", default="21,21", type=lambda s: tuple(int(v) for v in s.split(",")))
+    parser.add_argument("--q-actions", type=int, default=5, help="Discrete actions of the Q-network")
     parser.add_argument("--rollout-len", type=int, default=64, help="T of the GAE scan")
     args = parser.parse_args(argv)
     device = torch.device("cuda" if HAS_CUDA else "cpu")
     print(f"machine: {describe_machine(device)}")
-    print(f"config: obs_dim={args.obs_dim} hidden={args.hidden} heads={args.heads} rollout_len={args.rollout_len}")
+    print(f"config: obs_dim={args.obs_dim} hidden={args.hidden} heads={args.heads} q_actions={args.q_actions} "
+          f"rollout_len={args.rollout_len}")
     if HAS_CUDA:
         payload = time_gpu(args)
     else:
@@ -124,7 +156,7 @@ def main(argv=None) -> dict:
     import triton
 
     payload.update(device=str(device), triton=triton.__version__, obs_dim=args.obs_dim, hidden=list(args.hidden),
-                   heads=list(args.heads))
+                   heads=list(args.heads), q_actions=args.q_actions)
     print_result(payload)
     return payload
 

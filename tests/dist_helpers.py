@@ -32,6 +32,7 @@ VALUE_ARGS = [
     "--env-param", "episode_length=6", "--num-envs", "4", "--rollout-len", "8", "--frame-stack", "2",
     "--eval-episodes", "0", "--seed", "5", "--device", "cpu", "--torch-threads", "1", "--no-progress",
     "--replay-capacity", "12", "--q-batch", "16", "--q-updates", "2",
+    "--policy-backend", "eager", "--learner-backend", "eager",  # as TINY_ARGS (compiled: tests/test_q_acting.py)
 ]
 
 

@@ -3,7 +3,7 @@
 The constexprs come from a ``PackedPolicy`` of an ``ActorCritic`` built as the trainer builds it
 (input = obs_dim * frame_stack, widths (64, 64), tanh, normalisation on) and the launch's own choices
 (``actor_constexprs``, ``launch_warps``), so the PTX is the one the GPU runs for each preset; two
-policies of other widths (32, and 100 x 37, which pads to 128) cover the other geometry. Every int
+policies of other widths (32, and 100 x 37 and 128 x 128, which pad to 128) cover the other geometry. Every int
 argument is typed i32; the step and the seed halves are read from int64 device tensors.
 
 Registers and spills are re-read with the toolkit's ``ptxas -v`` on the PTX (arch from the PTX: Triton
@@ -44,6 +44,7 @@ POLICIES = {
     "grid-4": (21, [5], (64, 64), (32, 64, 16, 64, 4)),
     "widths-32": (30, [7], (32, 32), (32, 32, 16, 64, 4)),
     "widths-100x37": (44, [21, 4], (100, 37), (64, 128, 32, 16, 8)),
+    "widths-128-discrete5": (30, [5], (128, 128), (32, 128, 32, 16, 8)),  # NP 16 spilled here
 }
 
 

@@ -1,6 +1,6 @@
-"""GPU tier (skips without CUDA): the fused actor and GAE on a device against their torch definitions,
-the compiled acting and learning on CUDA, a graph-captured rollout against an eager one, and a PPO
-iteration end to end on the device."""
+"""GPU tier (skips without CUDA): the fused actors (PPO's, and the value-based algorithms' epsilon-greedy
+one) and GAE on a device against their torch definitions, the compiled acting and learning on CUDA,
+graph-captured rollouts against eager ones, and PPO and QMIX iterations end to end on the device."""
 from __future__ import annotations
 
 import gymnasium
@@ -9,6 +9,8 @@ import torch
 
 from gpurl.algos.acting import Acting
 from gpurl.algos.nets import ActorCritic
+from gpurl.algos.q_acting import QActor
+from gpurl.algos.q_nets import QNetwork
 from gpurl.fusion import gae_ref, gae_triton
 from gpurl.fusion.counter_rng import seed_tensor
 from gpurl.train import Trainer, build_config
@@ -40,6 +42,29 @@ def test_acting_backends_match_the_definition_on_device(requires_cuda, backend):
     same = (a1 == a2).all(-1)
     torch.testing.assert_close(l1[same], l2[same], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(v1, v2, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["triton", "compiled"])
+def test_q_acting_backends_match_the_definition_on_device(requires_cuda, backend):
+    from types import SimpleNamespace
+
+    device = requires_cuda
+    E, N, obs_dim = 1000, 110, 142
+    nets = torch.nn.ModuleDict({"g": QNetwork(obs_dim, gymnasium.spaces.Discrete(5), (64, 64), "tanh",
+                                              torch.Generator().manual_seed(0))}).to(device)
+    x = torch.randn(E, N, obs_dim, device=device)
+    storage = SimpleNamespace(policy_input=lambda t0, t1, agents, dim: x[None, :, agents, :dim])
+    groups = {"g": SimpleNamespace(agents=slice(0, N), obs_dim=obs_dim)}
+    spec = SimpleNamespace(device=device, env_offset=0, num_agents=N)
+    step = torch.tensor([400], device=device)   # epsilon 0.6 of a 1.0 -> 0.0 decay over 1000 steps
+    actions = []
+    for name in (backend, "eager"):
+        storage.actions = torch.full((1, E, N, 1), -7, dtype=torch.int64, device=device)
+        QActor(groups, nets, spec, seed_tensor(5, device), 1.0, 0.0, 1000, name, "tanh").run(storage, 0, step)
+        actions.append(storage.actions)
+    # 3xTF32 dots against cuBLAS's fp32 move Qs by ulps: an argmax between two Qs that close may flip.
+    assert (actions[0] != actions[1]).float().mean().item() < 1e-4
+    assert (actions[0] >= 0).all() and (actions[0] < 5).all()
 
 
 def test_fused_gae_matches_reference_on_device(requires_cuda):
@@ -84,3 +109,33 @@ def test_ppo_iterations_on_device_are_finite(requires_cuda, learner):
     for _ in range(3):
         losses = trainer.read_losses(trainer.iterate())
     assert losses["approx_kl/tagger"] > 0
+
+
+Q_GRID = dict(num_taggers=2, grid_length=6, episode_length=12)
+
+
+def _q_trainer(device, graph: bool) -> Trainer:
+    cfg = build_config(algo="qmix", env="tag_gridworld", env_params=Q_GRID, num_envs=64, rollout_len=16, iters=4,
+                       frame_stack=2, seed=3, device=str(device), cuda_graph=graph, eval_episodes=0,
+                       replay_capacity=64, q_batch=256, q_updates=2)
+    return Trainer(cfg)
+
+
+def test_graph_captured_q_rollout_gives_the_eager_trajectories(requires_cuda):
+    eager, graphed = _q_trainer(requires_cuda, False), _q_trainer(requires_cuda, True)
+    assert graphed.graphed is not None and graphed.algo.backends()["acting"] == "triton"
+    for _ in range(3):
+        eager.rollout()
+        graphed.rollout()
+        for name in ("obs", "actions", "reward", "terminated", "truncated"):
+            assert torch.equal(getattr(eager.storage, name), getattr(graphed.storage, name)), name
+        eager.storage.roll_over()
+        graphed.storage.roll_over()
+
+
+def test_qmix_iterations_on_device_are_finite_and_update(requires_cuda):
+    trainer = _q_trainer(requires_cuda, True)
+    updates = trainer.algo.stat_names.index("updates")
+    stats = [trainer.iterate() for _ in range(3)]
+    assert all(torch.isfinite(s).all() for s in stats)
+    assert [s[0, updates].item() for s in stats] == [2.0, 4.0, 6.0]

@@ -7,7 +7,8 @@
   actor saw (checked against the storage of the last rollout);
 - checkpoints hold the buffer's transitions (gathered in env order), or only its position with
   ``--no-replay-in-checkpoint``;
-- bad configurations are refused with a clear error: a recurrent policy, a space that is not Discrete.
+- bad configurations are refused with a clear error: a recurrent policy, a compiled learner (the loss
+  runs eager), a space that is not Discrete.
 """
 from __future__ import annotations
 
@@ -87,6 +88,12 @@ def test_a_recurrent_policy_is_refused_with_the_config(capsys):
     with pytest.raises(SystemExit):
         config_from_args([*VALUE_ARGS, "--iters", "1", "--algo", "iql", "--recurrent", "gru"])
     assert "iql has no recurrent policies: recurrent must be 'none', got 'gru'" in capsys.readouterr().err
+
+
+def test_a_compiled_learner_is_refused_with_the_config(capsys):
+    with pytest.raises(SystemExit):
+        config_from_args([*VALUE_ARGS, "--iters", "1", "--algo", "qmix", "--learner-backend", "compiled"])
+    assert "qmix learns with the eager loss: learner_backend must be 'auto' or 'eager'" in capsys.readouterr().err
 
 
 def test_an_action_space_that_is_not_discrete_is_refused():

@@ -36,3 +36,26 @@ def test_fused_path_matches_torch_path_first_iteration():
     assert fused_losses.keys() == ref_losses.keys()
     for key in fused_losses:
         assert fused_losses[key] == pytest.approx(ref_losses[key], rel=1e-3, abs=1e-5), key
+
+
+def test_q_learning_with_the_fused_actor_matches_the_torch_actor():
+    """QMIX for 3 iterations with the fused epsilon-greedy actor and with the eager one: the same actions
+    in every rollout, through the learner's updates (the packed weights follow them: ``sync_actors``)."""
+    from dist_helpers import VALUE_ARGS
+    from gpurl.train.cli import config_from_args
+
+    trainers = {}
+    for backend in ("triton", "eager"):
+        cfg = config_from_args([*VALUE_ARGS, "--algo", "qmix", "--iters", "3", "--policy-backend", backend])
+        trainers[backend] = Trainer(cfg)
+        assert trainers[backend].algo.backends()["acting"] == backend
+    fused, ref = trainers["triton"], trainers["eager"]
+    explored = []
+    for _ in range(3):
+        stats = [trainer.iterate() for trainer in (fused, ref)]
+        assert torch.equal(fused.storage.actions, ref.storage.actions), "the counter RNG gave different actions"
+        assert torch.equal(stats[0], stats[1])
+        explored.append(stats[0][0, fused.algo.stat_names.index("epsilon")].item())
+    assert explored[-1] < 0.5 and stats[0][0, fused.algo.stat_names.index("updates")].item() == 6.0
+    for name, tensor in fused.algo.nets.state_dict().items():
+        assert torch.equal(tensor, ref.algo.nets.state_dict()[name]), name

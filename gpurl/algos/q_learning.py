@@ -2,9 +2,9 @@
 
 One :class:`~.q_nets.QNetwork` per trained group, shared by the group's agents, with a target copy; QMIX adds
 a :class:`~.q_loss.QMixer` per group (and its target) on the env's global state.
-- Actor fragment: :class:`QActor` writes every trained group's epsilon-greedy actions at slot t
-  (:meth:`QNetwork.act`, epsilon annealed linearly over the first ``eps_decay_frac`` of the run's steps;
-  greedy when evaluating).
+- Actor fragment: :class:`~.q_acting.QActor` writes every trained group's epsilon-greedy actions at slot t
+  (:meth:`QNetwork.act`, or the fused kernel generated from it, by ``policy_backend``; epsilon annealed
+  linearly over the first ``eps_decay_frac`` of the run's steps; greedy when evaluating).
 - Learner fragment: :class:`QLearner` learns from the replay buffer the trainer fills with each rollout's
   transitions (``ctx.replay``, :mod:`gpurl.train.replay`): ``q_updates`` updates of ``q_batch`` transitions
   drawn with ``ctx.generator`` (in the same state on every learner rank) over the slots and all envs of the
@@ -25,40 +25,12 @@ import torch
 from torch import nn
 
 from ..fusion.counter_rng import seed_tensor
-from .acting import global_agent_ids
 from .base import Algorithm, EnvSpec, Field
+from .q_acting import QActor
 from .q_loss import QMixer, chosen, double_q_next, q_loss
-from .q_nets import QNetwork, linear_epsilon
+from .q_nets import QNetwork
 
 STAT_NAMES = ("q_loss", "q_taken", "epsilon", "updates")
-
-
-class QActor:
-    """Every trained group's epsilon-greedy actions at step t (untrained groups are the trainer's)."""
-
-    inputs = ("obs[H + t]", "starts")
-    outputs = ("actions[t]",)
-
-    def __init__(self, groups, nets: nn.ModuleDict, spec: EnvSpec, seed: torch.Tensor, eps_start: float,
-                 eps_end: float, decay_steps: int):
-        self.groups, self.nets, self.spec, self.seed = groups, nets, spec, seed
-        self.eps_start, self.eps_end, self.decay_steps = eps_start, eps_end, decay_steps
-
-    def epsilon(self, step: torch.Tensor) -> torch.Tensor:
-        return linear_epsilon(step, self.eps_start, self.eps_end, self.decay_steps)
-
-    @torch.no_grad()
-    def run(self, s, t: int, step: torch.Tensor, seed: torch.Tensor | None = None) -> None:
-        # An evaluation (its own seed) acts greedily.
-        epsilon = self.epsilon(step) if seed is None else 0.0
-        for name, net in self.nets.items():
-            group = self.groups[name]
-            a = group.agents
-            x = s.policy_input(t, t + 1, a, group.obs_dim)[0]  # [E, n, in_dim]
-            E, n = x.shape[:2]
-            ids = global_agent_ids(E, n, self.spec.env_offset, self.spec.num_agents, a.start, x.device)
-            action, _ = net.act(x.reshape(E * n, -1), ids, step, self.seed if seed is None else seed, epsilon)
-            s.actions[t, :, a] = action.view(E, n, 1).to(s.actions.dtype)
 
 
 class QLearner:
@@ -148,6 +120,9 @@ class IQL(Algorithm):
     def adjust_config(cls, config):
         if config.recurrent != "none":
             raise ValueError(f"{cls.name} has no recurrent policies: recurrent must be 'none', got {config.recurrent!r}")
+        if config.learner_backend == "compiled":
+            raise ValueError(f"{cls.name} learns with the eager loss: learner_backend must be 'auto' or 'eager', "
+                             "got 'compiled'")
         return config
 
     def __init__(self, config, spec: EnvSpec, trained: list[str], seed: int, generator: torch.Generator):
@@ -172,7 +147,7 @@ class IQL(Algorithm):
         self.optimizer = torch.optim.Adam(trainable, lr=cfg.lr, eps=1e-5)
         decay = int(cfg.eps_decay_frac * cfg.iters * cfg.rollout_len)
         self.actor = QActor(groups, self.nets, spec, seed_tensor(seed, spec.device), cfg.eps_start, cfg.eps_end,
-                            decay)
+                            decay, cfg.policy_backend, cfg.activation)
         self.learner = QLearner(cfg, self.kind, groups, self.nets, self.targets, self.mixers, self.target_mixers,
                                 self.optimizer, self.actor, cfg.frame_stack)
 
@@ -188,8 +163,11 @@ class IQL(Algorithm):
         # learner rank by the same updates.
         return [*self.nets.parameters()]
 
+    def sync_actors(self) -> None:
+        self.actor.sync()
+
     def backends(self) -> dict[str, str]:
-        return {"acting": "eager", "learning": "eager"}
+        return {"acting": self.actor.backend, "learning": "eager"}
 
     def state_dict(self) -> dict:
         return {"nets": self._modules().state_dict(), "optimizer": self.optimizer.state_dict(),

@@ -15,10 +15,8 @@ import torch
 from torch import nn
 
 from ..fusion.counter_rng import uniform_ref
+from ..fusion.q_actor import EXPLORE_HEAD, RANDOM_ACTION_HEAD
 from .layers import mlp
-
-#: Head indices of the counter RNG's two draws per agent and step.
-EXPLORE_HEAD, RANDOM_ACTION_HEAD = 0, 1
 
 
 def linear_epsilon(step: torch.Tensor, start: float, end: float, decay_steps: int) -> torch.Tensor:

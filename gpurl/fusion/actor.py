@@ -133,26 +133,35 @@ if triton is not None:
         return h
 
     @triton.jit
+    def _counter_key(step_ptr, seed_ptr):
+        # (step, seed_lo, seed_hi) as uint32: the counter RNG's key parts, read from device tensors.
+        return (tl.load(step_ptr).to(tl.uint32), tl.load(seed_ptr).to(tl.uint32),
+                tl.load(seed_ptr + 1).to(tl.uint32))
+
+    @triton.jit
+    def _uniform(step, head, gid, seed_lo, seed_hi):
+        # gpurl.fusion.counter_rng.uniform_ref: u(seed, gid, step, head) in [0, 1), bit for bit.
+        key = _mix32(step * 0x9E3779B9 + head)
+        key = _mix32(gid ^ key)
+        key = _mix32(key ^ seed_hi)
+        key = _mix32(key ^ seed_lo)
+        return (key >> 8).to(tl.float32) * (1.0 / 16777216.0)
+
+    @triton.jit
     def _sample_heads(ha, a_wo, a_bo, nvec_ptr, step_ptr, seed_ptr, gid, act_rows, live, HP: tl.constexpr,
                       NP: tl.constexpr, HEADS: tl.constexpr, BLOCK_B: tl.constexpr):
         # Every categorical head of the last hidden layer ha [BLOCK_B, HP]: logits, the counter-RNG
         # uniform of (seed, gid, step, head), the inverse-CDF action (stored at act_rows + head, int64)
         # and the log-probs summed over heads [BLOCK_B] (returned), as Categoricals.sample does them.
         offs_n = tl.arange(0, NP)
-        step = tl.load(step_ptr).to(tl.uint32)
-        seed_lo = tl.load(seed_ptr).to(tl.uint32)
-        seed_hi = tl.load(seed_ptr + 1).to(tl.uint32)
+        step, seed_lo, seed_hi = _counter_key(step_ptr, seed_ptr)
         total_logp = tl.zeros((BLOCK_B,), dtype=tl.float32)
         for h in tl.static_range(HEADS):
             lg = _matmul(ha, a_wo + h * NP, HEADS * NP, offs_n, HP, BLOCK_B) + tl.load(a_bo + h * NP + offs_n)[None, :]
             m = tl.max(lg, axis=1)
             ex = tl.exp(lg - m[:, None])
             s = tl.sum(ex, axis=1)
-            key = _mix32(step * 0x9E3779B9 + h)
-            key = _mix32(gid ^ key)
-            key = _mix32(key ^ seed_hi)
-            key = _mix32(key ^ seed_lo)
-            u = (key >> 8).to(tl.float32) * (1.0 / 16777216.0)
+            u = _uniform(step, h, gid, seed_lo, seed_hi)
             below = tl.cumsum(ex, axis=1) < (u * s)[:, None]
             a = tl.minimum(tl.sum(below.to(tl.int32), axis=1), tl.load(nvec_ptr + h) - 1)
             chosen = tl.sum(tl.where(offs_n[None, :] == a[:, None], lg, 0.0), axis=1)

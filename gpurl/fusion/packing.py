@@ -57,7 +57,10 @@ class PackedPolicy:
         self.layers = len(widths)
         self.nvec = list(policy.dist.nvec)
         self.heads = len(self.nvec)
-        self.IP, self.HP, self.NP = next_pow2(self.in_dim), next_pow2(max(widths)), next_pow2(max(self.nvec))
+        self.IP, self.HP = next_pow2(self.in_dim), next_pow2(max(widths))
+        # At 128 and more hidden units, 16-wide heads make ptxas spill (the last dot's 16-column layout
+        # carries back into the hidden layers' registers); 32 do not (the compile tier checks).
+        self.NP = next_pow2(max(self.nvec), at_least=16 if self.HP <= 64 else 32)
         dev = actor[0].weight.device
         z = lambda *shape: torch.zeros(shape, dtype=torch.float32, device=dev)  # noqa: E731
         L, IP, HP, NP, H = self.layers, self.IP, self.HP, self.NP, self.heads

@@ -1,0 +1,98 @@
+"""Epsilon-greedy acting of the value-based algorithms, by a backend generated from :meth:`QNetwork.act`.
+
+Backends (``policy_backend``, as for the PPO family's :mod:`~.acting`):
+- ``eager``: ``QNetwork.act`` as written (the reference);
+- ``compiled``: the same function through ``torch.compile``;
+- ``triton``: the fused kernel :mod:`gpurl.fusion.q_actor`, one launch per group and step, held to the
+  reference in Triton's interpreter; on CUDA (or under ``TRITON_INTERPRET=1``);
+- ``auto``: ``triton`` on CUDA, else ``compiled`` (on the CPU the compiled act of simple_spread's 4096 x 3
+  agents took 2.6 ms a step against eager's 22 ms: the tanh polynomial and the counter RNG fuse into one
+  loop).
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+
+from ..fusion.q_actor import pack_q_network, q_actor_step_triton
+from .acting import ACTING_BACKENDS, global_agent_ids
+from .base import EnvSpec
+from .compiling import compile_step
+from .q_nets import QNetwork, linear_epsilon
+
+
+def resolve_q_acting_backend(backend: str, device: torch.device) -> str:
+    """The backend ``backend`` stands for on ``device``; ValueError if it cannot run there."""
+    if backend not in ACTING_BACKENDS:
+        raise ValueError(f"policy_backend must be one of {ACTING_BACKENDS}, got {backend!r}")
+    if backend == "auto":
+        return "triton" if device.type == "cuda" else "compiled"
+    if backend == "triton" and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ValueError("policy_backend='triton' runs on CUDA, or on the CPU only under TRITON_INTERPRET=1 "
+                         "(Triton's interpreter)")
+    return backend
+
+
+def _act(nets: list[QNetwork], inputs: list[torch.Tensor], ids: list[torch.Tensor], step: torch.Tensor,
+         seed: torch.Tensor, epsilon: torch.Tensor) -> list[torch.Tensor]:
+    """Every group's epsilon-greedy actions [B, 1] in one call (one compiled graph per step)."""
+    return [net.act(x, i, step, seed, epsilon)[0] for net, x, i in zip(nets, inputs, ids)]
+
+
+_act_compiled = compile_step(_act)
+
+
+class QActor:
+    """Every trained group's epsilon-greedy actions at step t (untrained groups are the trainer's).
+
+    Epsilon anneals linearly from ``eps_start`` to ``eps_end`` over the first ``decay_steps`` global steps;
+    an evaluation (its own seed) acts greedily.
+    """
+
+    inputs = ("obs[H + t]", "starts")
+    outputs = ("actions[t]",)
+
+    def __init__(self, groups, nets: nn.ModuleDict, spec: EnvSpec, seed: torch.Tensor, eps_start: float,
+                 eps_end: float, decay_steps: int, backend: str, activation: str):
+        self.groups, self.nets, self.spec, self.seed = groups, nets, spec, seed
+        self.eps_start, self.eps_end, self.decay_steps = eps_start, eps_end, decay_steps
+        self.backend = resolve_q_acting_backend(backend, spec.device)
+        self.packed = {name: pack_q_network(net.net, net.num_actions, activation) for name, net in nets.items()
+                       } if self.backend == "triton" else {}
+        self._act = _act_compiled if self.backend == "compiled" else _act
+        # Greedy acting's epsilon, on the device: the kernel reads epsilon through a pointer.
+        self.greedy = torch.zeros(1, device=spec.device)
+
+    def epsilon(self, step: torch.Tensor) -> torch.Tensor:
+        """float32 [1]: epsilon at global step ``step`` (int64 [1])."""
+        return linear_epsilon(step, self.eps_start, self.eps_end, self.decay_steps)
+
+    def sync(self) -> None:
+        """The Q-networks' weights changed: refresh the fused kernel's packed copies."""
+        for packed in self.packed.values():
+            packed.sync()
+
+    @torch.no_grad()
+    def run(self, s, t: int, step: torch.Tensor, seed: torch.Tensor | None = None) -> None:
+        epsilon = self.epsilon(step) if seed is None else self.greedy
+        seed = self.seed if seed is None else seed
+        names = list(self.nets)
+        inputs = [s.policy_input(t, t + 1, self.groups[name].agents, self.groups[name].obs_dim)[0]
+                  for name in names]  # [E, n, in_dim] each
+        outputs = [s.actions[t, :, self.groups[name].agents] for name in names]  # [E, n, 1] views
+        if self.packed:
+            for name, x, out in zip(names, inputs, outputs):
+                q_actor_step_triton(x, self.packed[name], step, seed, epsilon, self.spec.env_offset,
+                                    self.spec.num_agents, self.groups[name].agents.start, out)
+            return
+        ids = [global_agent_ids(x.shape[0], x.shape[1], self.spec.env_offset, self.spec.num_agents,
+                                self.groups[name].agents.start, x.device) for name, x in zip(names, inputs)]
+        rows = [x.reshape(x.shape[0] * x.shape[1], -1) for x in inputs]
+        actions = self._act([self.nets[name] for name in names], rows, ids, step, seed, epsilon)
+        for out, action in zip(outputs, actions):
+            out.copy_(action.view(out.shape))
+
+
+__all__ = ["QActor", "resolve_q_acting_backend"]
