@@ -11,8 +11,9 @@ On a GPU each op is timed with triton.testing.do_bench (CUDA events, median) sid
 torch.compile, ``fused`` the Triton kernel (``q_*``: ``QActor`` with ``QNetwork.act`` as the definition, a
 Discrete(``--q-actions``) Q-network of the same input and widths); GAE compares the torch reference's loop over T with the fused
 reverse scan. Without a GPU it says so and runs the Triton interpreter on small shapes instead,
-checking the kernels against their definitions (a correctness check, not a timing). Ends with
-``RESULT {json}``.
+checking the kernels against their definitions (a correctness check, not a timing), then times what runs
+on a CPU: ``eager`` against ``compiled`` for both kinds of acting (best of ``--repeats`` timed loops,
+alternating, at ``--cpu-sizes`` agents). Ends with ``RESULT {json}``.
 """
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def q_acting(rows: int, obs_dim: int, hidden, actions: int, device):
     spec = SimpleNamespace(device=device, env_offset=0, num_agents=1)
     nets = torch.nn.ModuleDict({"g": net}).to(device)
     step = torch.tensor([300], device=device)  # epsilon 1.0 -> 0.0 over 1000 steps: 0.7 at step 300
-    backends = ("eager", "compiled", "triton") if device.type == "cuda" else ("eager", "triton")
+    backends = ("eager", "compiled", "triton")
     actors = {b: QActor(groups, nets, spec, seed_tensor(3, device), 1.0, 0.0, 1000, b, "tanh") for b in backends}
     return (lambda backend: actors[backend].run(storage, 0, step)), storage.actions
 
@@ -134,6 +135,36 @@ def interpreter_check(args) -> dict:
     return result
 
 
+def time_cpu(args) -> list[dict]:
+    """Eager against compiled acting on the CPU (PPO's ActorCritic.act and QActor's QNetwork.act), in ms per
+    call: the best of ``args.repeats`` loops of 20 calls, the backends alternating."""
+    import time
+
+    device = torch.device("cpu")
+    step = torch.zeros(1, dtype=torch.int64)
+    out = []
+    for rows in args.cpu_sizes:
+        policy, x, (a, lp, v) = make_inputs(rows, args.obs_dim, args.hidden, args.heads, device)
+        actors = {b: Acting({"g": policy}, {"g": 0}, b, seed_tensor(0, device), 0, 1) for b in ("eager", "compiled")}
+        q_act, _ = q_acting(rows, args.obs_dim, args.hidden, args.q_actions, device)
+        calls = {f"actor_{b}_ms": (lambda b=b: actors[b]({"g": x}, step, {"g": (a, lp, v)})) for b in actors}
+        calls.update({f"q_{b}_ms": (lambda b=b: q_act(b)) for b in ("eager", "compiled")})
+        best = {name: float("inf") for name in calls}
+        for name, call in calls.items():  # warm-up: the compiles
+            call()
+        for _ in range(args.repeats):
+            for name, call in calls.items():
+                t0 = time.perf_counter()
+                for _ in range(20):
+                    call()
+                best[name] = min(best[name], (time.perf_counter() - t0) / 20 * 1e3)
+        row = dict(agents=rows, **best, actor_compiled_speedup=best["actor_eager_ms"] / best["actor_compiled_ms"],
+                   q_compiled_speedup=best["q_eager_ms"] / best["q_compiled_ms"])
+        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+        out.append(row)
+    return out
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000,1000000",
@@ -141,6 +172,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--obs-dim", type=int, default=142, help="policy input (tag-10v100 x 2 frames = 142)")
     parser.add_argument("--hidden", default="64,64", type=lambda s: tuple(int(v) for v in s.split(",")))
     parser.add_argument("--heads", default="21,21", type=lambda s: tuple(int(v) for v in s.split(",")))
+    parser.add_argument("--cpu-sizes", default="1000,12288,100000",
+                        type=lambda s: [int(v) for v in s.split(",")], help="agents per batch (CPU timing)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed loops per backend (CPU timing)")
     parser.add_argument("--q-actions", type=int, default=5, help="Discrete actions of the Q-network")
     parser.add_argument("--rollout-len", type=int, default=64, help="T of the GAE scan")
     args = parser.parse_args(argv)
@@ -153,6 +187,7 @@ def main(argv=None) -> dict:
     else:
         print("no CUDA device here: no timings; running the Triton interpreter correctness check instead")
         payload = interpreter_check(args)
+        payload["cpu_timing"] = time_cpu(args)
     import triton
 
     payload.update(device=str(device), triton=triton.__version__, obs_dim=args.obs_dim, hidden=list(args.hidden),

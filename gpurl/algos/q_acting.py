@@ -5,9 +5,8 @@ Backends (``policy_backend``, as for the PPO family's :mod:`~.acting`):
 - ``compiled``: the same function through ``torch.compile``;
 - ``triton``: the fused kernel :mod:`gpurl.fusion.q_actor`, one launch per group and step, held to the
   reference in Triton's interpreter; on CUDA (or under ``TRITON_INTERPRET=1``);
-- ``auto``: ``triton`` on CUDA, else ``compiled`` (on the CPU the compiled act of simple_spread's 4096 x 3
-  agents took 2.6 ms a step against eager's 22 ms: the tanh polynomial and the counter RNG fuse into one
-  loop).
+- ``auto``: ``triton`` on CUDA, else ``compiled`` (on the CPU the tanh polynomial, the counter RNG and the
+  argmax fuse into one loop around the GEMMs; bench/kernels.py times both, docs/benchmarks.md has the figures).
 """
 from __future__ import annotations
 
