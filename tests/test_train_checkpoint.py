@@ -1,15 +1,18 @@
-"""Checkpoint files (gpurl/train/checkpoint.py): round trip, every way a file can be bad, atomic writes;
+"""Checkpoint files (gpurl/train/checkpoint.py): round trip, every way a file can be bad (a content hash
+that does not match included), atomic writes, the previous checkpoint kept and the newest good one found;
 and the run outputs built on them (gpurl/train/outputs.py): metrics.csv across a resume, the curve PNG."""
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 import os
 
 import pytest
 import torch
 
-from gpurl.train.checkpoint import FORMAT, REQUIRED, CheckpointError, atomic_write_bytes, load_checkpoint, \
-    save_checkpoint
+from gpurl.train.checkpoint import FORMAT, REQUIRED, CheckpointError, atomic_write_bytes, latest_checkpoint, \
+    load_checkpoint, save_checkpoint
 from gpurl.train.outputs import RunLog, plot_curve
 
 pytestmark = pytest.mark.cpu
@@ -95,10 +98,36 @@ def _wrong_format(path):
     torch.save({**payload(), "format": "gpurl-checkpoint-v0"}, path)
 
 
+def enveloped(path, inner, digest=None):
+    """``inner`` written as the documented envelope: {format, sha256 of the serialised inner, its bytes}."""
+    buffer = io.BytesIO()
+    torch.save(inner, buffer)
+    data = buffer.getvalue()
+    torch.save({"format": FORMAT, "sha256": digest or hashlib.sha256(data).hexdigest(),
+                "content": torch.tensor(list(data), dtype=torch.uint8)}, path)
+
+
 def _lacks_a_key(path):
     p = {"format": FORMAT, **payload()}
     del p["env_state"]
-    torch.save(p, path)
+    enveloped(path, p)
+
+
+def _inner_wrong_format(path):
+    enveloped(path, {**payload(), "format": "gpurl-checkpoint-v0"})
+
+
+def _hash_mismatch(path):
+    """One float of the algorithm's state changed after the hash was taken (torch.load alone reads it)."""
+    p = {"format": FORMAT, **payload()}
+    buffer = io.BytesIO()
+    torch.save(p, buffer)
+    p["algo_state"]["nets"]["tagger.actor.0.weight"][0, 0] += 1.0
+    enveloped(path, p, digest=hashlib.sha256(buffer.getvalue()).hexdigest())
+
+
+def _no_content(path):
+    torch.save({"format": FORMAT, "sha256": "0" * 64}, path)
 
 
 def _not_a_dict(path):
@@ -112,6 +141,9 @@ BAD = {
     "no_format_key": (_no_format_key, FORMAT),
     "wrong_format": (_wrong_format, "gpurl-checkpoint-v0"),
     "lacks_a_key": (_lacks_a_key, "env_state"),
+    "inner_wrong_format": (_inner_wrong_format, "gpurl-checkpoint-v0"),
+    "hash_mismatch": (_hash_mismatch, "fails its content hash"),
+    "no_content": (_no_content, "no content and hash in its envelope"),
     "not_a_dict": (_not_a_dict, "list"),
     "missing": (lambda path: None, "does not exist"),
 }
@@ -126,6 +158,50 @@ def test_bad_files_raise_checkpoint_error_naming_the_path(tmp_path, case):
         load_checkpoint(path)
     assert str(path) in str(err.value)
     assert detail in str(err.value)
+
+
+def test_the_documented_envelope_loads():
+    """An envelope written here by hand (the format the module docstring states) loads as the payload."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "hand.pt")
+        enveloped(path, {"format": FORMAT, **payload()})
+        loaded = load_checkpoint(path)
+    loaded.pop("format")
+    assert_same(payload(), loaded)
+
+
+def test_keep_previous_makes_the_replaced_checkpoint_the_previous_one(tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    first, second, third = (dict(payload(), iteration=i) for i in (1, 2, 3))
+    save_checkpoint(path, first, keep_previous=True)          # nothing to keep yet
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint.pt"]
+    save_checkpoint(path, second, keep_previous=True)
+    save_checkpoint(path, third, keep_previous=True)
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint.prev.pt", "checkpoint.pt"]   # the last two, no temp files
+    assert load_checkpoint(path)["iteration"] == 3
+    assert load_checkpoint(tmp_path / "checkpoint.prev.pt")["iteration"] == 2
+    assert os.stat(path).st_ino != os.stat(tmp_path / "checkpoint.prev.pt").st_ino
+
+
+def test_latest_checkpoint_falls_back_to_the_previous_one_and_says_why(tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    assert latest_checkpoint(tmp_path, say=print) is None              # an empty dir: start afresh
+    for i in (1, 2):
+        save_checkpoint(path, dict(payload(), iteration=i), keep_previous=True)
+    found, checkpoint = latest_checkpoint(tmp_path, say=print)
+    assert found == path and checkpoint["iteration"] == 2
+    said = []
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])                             # the newest is truncated
+    found, checkpoint = latest_checkpoint(tmp_path, say=said.append)
+    assert found == tmp_path / "checkpoint.prev.pt" and checkpoint["iteration"] == 1
+    assert len(said) == 1 and said[0].startswith(f"warning: skipping {path}: ") and "truncated or corrupt" in said[0]
+    _hash_mismatch(tmp_path / "checkpoint.prev.pt")                      # and the previous one is corrupt too
+    with pytest.raises(CheckpointError, match=f"no checkpoint in {tmp_path} can be loaded") as err:
+        latest_checkpoint(tmp_path, say=said.append)
+    assert "fails its content hash" in str(err.value) and "truncated or corrupt" in str(err.value)
 
 
 def test_atomic_write_replaces_and_leaves_no_temp_files(tmp_path):

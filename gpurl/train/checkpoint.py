@@ -6,13 +6,22 @@ declares), the generators' states, the env state, the observation history at the
 storage and the episode accumulators, and the id of the run that wrote it (:mod:`gpurl.train.run_record`).
 
 Every way a file can fail to load is a :class:`CheckpointError` naming the file and the reason: missing,
-truncated or corrupt, not a gpurl checkpoint, another gpurl checkpoint format version, or (checked by
-:func:`check_matches` against the run about to continue it) a different env or algorithm.
+truncated or corrupt, a content hash that does not match, not a gpurl checkpoint, another gpurl checkpoint
+format version, or (checked by :func:`check_matches` against the run about to continue it) a different env
+or algorithm.
+
+The file is an envelope: ``{"format", "sha256", "content"}``, the content being the serialised payload
+(uint8) and sha256 its hash, checked before the payload is read. A run keeps the last two checkpoints:
+``save_checkpoint(..., keep_previous=True)`` first makes the current file the previous one
+(``checkpoint.prev.pt``, by a hard link and a rename: the current one never goes missing), then writes the
+new one atomically. :func:`latest_checkpoint` (``--resume auto``) takes the newest one that loads.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import os
+import shutil
 import tempfile
 import zipfile
 from pathlib import Path
@@ -21,8 +30,11 @@ import torch
 
 FORMAT_PREFIX = "gpurl-checkpoint-v"
 # v3: the algorithm's own state under "algo_state"; v4: the run's id under "run_id"; v5: "carried", the
-# storage's slot-0 buffers a rollout continues from (global state, recurrent states)
-FORMAT = f"{FORMAT_PREFIX}5"
+# storage's slot-0 buffers a rollout continues from (global state, recurrent states); v6: the envelope with
+# the content's sha256
+FORMAT = f"{FORMAT_PREFIX}6"
+#: The checkpoint a run writes into its log dir, and the one before it.
+CHECKPOINT_FILE, PREVIOUS_CHECKPOINT_FILE = "checkpoint.pt", "checkpoint.prev.pt"
 REQUIRED = ("format", "config", "iteration", "env_steps", "algorithm", "algo_state", "generator", "sample_generator",
             "step_counter", "env_state", "history_obs", "history_starts", "episode_stats", "extras", "run_id",
             "carried")
@@ -55,14 +67,65 @@ def _umask() -> int:
     return mask
 
 
-def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
-    """Serialise ``payload`` (see REQUIRED) in memory, then write it atomically."""
+def previous_path(path: str | os.PathLike) -> Path:
+    """Where ``save_checkpoint(path, ..., keep_previous=True)`` keeps the checkpoint it replaces."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def save_checkpoint(path: str | os.PathLike, payload: dict, keep_previous: bool = False) -> None:
+    """Serialise ``payload`` (see REQUIRED) in memory with its hash, then write it atomically; with
+    ``keep_previous`` the file it replaces becomes :func:`previous_path` first."""
     missing = [k for k in REQUIRED if k != "format" and k not in payload]
     if missing:
         raise ValueError(f"checkpoint payload lacks {missing}")
-    buffer = io.BytesIO()
-    torch.save({"format": FORMAT, **payload}, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
+    content = io.BytesIO()
+    torch.save({"format": FORMAT, **payload}, content)
+    data = content.getbuffer()
+    envelope = io.BytesIO()
+    torch.save({"format": FORMAT, "sha256": hashlib.sha256(data).hexdigest(),
+                "content": torch.frombuffer(data, dtype=torch.uint8)}, envelope)
+    if keep_previous and Path(path).is_file():
+        _keep_as_previous(Path(path))
+    atomic_write_bytes(path, envelope.getvalue())
+
+
+def _keep_as_previous(path: Path) -> None:
+    """Make ``path`` also the previous checkpoint, atomically: a hard link (or a copy, where the file system
+    has none) under a temp name, renamed over the previous one. ``path`` itself stays in place."""
+    previous = previous_path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{previous.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        os.unlink(tmp)
+        try:
+            os.link(path, tmp)
+        except OSError:
+            shutil.copyfile(path, tmp)
+        os.replace(tmp, previous)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read(path: Path, source) -> object:
+    """``torch.load`` of ``source`` (weights only) with the errors that name ``path``."""
+    try:
+        return torch.load(source, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as err:
+        raise CheckpointError(f"checkpoint {path} is truncated or corrupt and cannot be read ({err})") from err
+    except Exception as err:  # weights_only refuses objects it would have to execute code to build
+        raise CheckpointError(f"checkpoint {path} is not a gpurl checkpoint ({type(err).__name__}: {err})") from err
+
+
+def _check_format(path: Path, loaded) -> None:
+    if not isinstance(loaded, dict) or loaded.get("format") != FORMAT:
+        found = loaded.get("format") if isinstance(loaded, dict) else type(loaded).__name__
+        if isinstance(found, str) and found.startswith(FORMAT_PREFIX):
+            raise CheckpointError(f"checkpoint {path} has gpurl checkpoint format {found!r}; this gpurl reads "
+                                  f"{FORMAT!r} only (continue it with the gpurl version that wrote it)")
+        raise CheckpointError(f"checkpoint {path} is not a gpurl checkpoint: expected format {FORMAT!r}, "
+                              f"found {found!r}")
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict:
@@ -70,23 +133,42 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as err:
-        raise CheckpointError(f"checkpoint {path} is truncated or corrupt and cannot be read ({err})") from err
-    except Exception as err:  # weights_only refuses objects it would have to execute code to build
-        raise CheckpointError(f"checkpoint {path} is not a gpurl checkpoint ({type(err).__name__}: {err})") from err
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
-        if isinstance(found, str) and found.startswith(FORMAT_PREFIX):
-            raise CheckpointError(f"checkpoint {path} has gpurl checkpoint format {found!r}; this gpurl reads "
-                                  f"{FORMAT!r} only (continue it with the gpurl version that wrote it)")
-        raise CheckpointError(f"checkpoint {path} is not a gpurl checkpoint: expected format {FORMAT!r}, "
-                              f"found {found!r}")
+    envelope = _read(path, path)
+    _check_format(path, envelope)
+    content, digest = envelope.get("content"), envelope.get("sha256")
+    if not isinstance(content, torch.Tensor) or content.dtype != torch.uint8 or not isinstance(digest, str):
+        raise CheckpointError(f"checkpoint {path} is not a gpurl checkpoint: no content and hash in its envelope")
+    data = content.numpy().tobytes()
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise CheckpointError(f"checkpoint {path} fails its content hash (sha256 {hashlib.sha256(data).hexdigest()}, "
+                              f"{digest} when written): the file is corrupt")
+    payload = _read(path, io.BytesIO(data))
+    _check_format(path, payload)
     missing = [k for k in REQUIRED if k not in payload]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {missing}")
     return payload
+
+
+def latest_checkpoint(log_dir: str | os.PathLike, say=print) -> tuple[Path, dict] | None:
+    """The newest checkpoint in ``log_dir`` that loads: ``checkpoint.pt``, else ``checkpoint.prev.pt`` (saying
+    why the newer one was skipped). None when neither exists; CheckpointError naming every file and its fault
+    when each one there is bad (a run never silently starts afresh over a spoiled one)."""
+    faults = []
+    for name in (CHECKPOINT_FILE, PREVIOUS_CHECKPOINT_FILE):
+        path = Path(log_dir) / name
+        if not path.exists():
+            continue
+        try:
+            checkpoint = load_checkpoint(path)
+        except CheckpointError as err:
+            faults.append(str(err))
+            say(f"warning: skipping {path}: {err}")
+            continue
+        return path, checkpoint
+    if faults:
+        raise CheckpointError(f"no checkpoint in {log_dir} can be loaded: " + "; ".join(faults))
+    return None
 
 
 def check_matches(checkpoint: dict, path: str | os.PathLike | None, env: str, env_params: dict, algo: str) -> None:

@@ -5,6 +5,7 @@ defaults; it runs the config under its distribution policy and ends with one ``R
     python -m gpurl.train                               # Tag sized for this machine
     gpurl train --preset tag-10v100 --num-envs 100 --iters 20
     gpurl train --resume runs/<dir>/checkpoint.pt --iters 400
+    gpurl train --preset simple-tag --log-dir runs/st --resume auto   # continue runs/st if it has a checkpoint
     torchrun --nproc_per_node=2 -m gpurl.train --dist data_parallel
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import sys
 from dataclasses import MISSING, fields
 
@@ -19,8 +21,8 @@ import torch
 
 from ..envs.memory import InsufficientMemory
 from ..envs.params import RANGE, ParameterError
-from .config import PRESETS, TrainConfig, build_config
-from .run import check_work_left, resume_config
+from .config import AUTO_RESUME, PRESETS, TrainConfig, build_config
+from .run import RESUME_OVERRIDABLE, check_work_left, config_differences, resume_config
 from .threads import read_policy
 
 INT_TUPLES = {"hidden", "nsys_iters"}
@@ -99,24 +101,54 @@ def config_from_args(argv: list[str] | None = None, prog: str | None = None) -> 
     if "env_params" in explicit:
         explicit["env_params"] = dict(explicit["env_params"])
     try:
-        if explicit.get("resume"):
+        if explicit.get("resume") == AUTO_RESUME:
+            cfg = _auto_resume_config(explicit)
+        elif explicit.get("resume"):
             from .checkpoint import load_checkpoint
 
             checkpoint = load_checkpoint(explicit["resume"])
             cfg = resume_config(checkpoint, explicit)
             check_work_left(checkpoint, cfg)  # a usage error, before any process starts or file is written
         else:
-            explicit = machine_default(explicit)
-            preset = explicit.pop("preset", None)
-            if preset is not None and "env_params" in explicit:  # flags refine the preset's env params
-                explicit["env_params"] = {**PRESETS[preset].get("env_params", {}), **explicit["env_params"]}
-            cfg = build_config(preset, **explicit)
+            cfg = _fresh_config(explicit)
         cfg.import_env_modules()  # an entry point: a module that does not import is a usage error here
         read_policy(cfg.torch_threads)  # so is a GPURL_THREADS the thread policy cannot read
         return cfg
     except ValueError as err:
         parser.error(str(err))
         raise  # unreachable: parser.error exits
+
+
+def _fresh_config(explicit: dict) -> TrainConfig:
+    explicit = machine_default(explicit)
+    preset = explicit.pop("preset", None)
+    if preset is not None and "env_params" in explicit:  # flags refine the preset's env params
+        explicit["env_params"] = {**PRESETS[preset].get("env_params", {}), **explicit["env_params"]}
+    return build_config(preset, **explicit)
+
+
+def _auto_resume_config(explicit: dict) -> TrainConfig:
+    """``--resume auto``: the command as given when ``--log-dir`` holds no checkpoint (resume stays "auto":
+    :func:`gpurl.train.run.train` then restarts the run whose files are there, if it is this command's);
+    else the newest checkpoint that loads, whose config must be the command's own but for the fields a
+    resume may change (a restarted torchrun job repeats its whole command line)."""
+    from .checkpoint import latest_checkpoint
+
+    given = _fresh_config(dict(explicit))  # also checks --log-dir is there
+    # Every torchrun rank parses the command; the main rank alone says which checkpoint it skipped.
+    quiet = os.environ.get("RANK", "0") != "0"
+    found = latest_checkpoint(given.log_dir, say=(lambda *a: None) if quiet else (lambda m: print(m, file=sys.stderr)))
+    if found is None:
+        return given
+    path, checkpoint = found
+    differences = config_differences(checkpoint["config"], given.to_dict())
+    if differences:
+        raise ValueError(f"--resume auto: {path} was saved from another config ({'; '.join(differences)}); pass "
+                         "the command that wrote it, or another --log-dir")
+    overrides = {k: v for k, v in explicit.items() if k in RESUME_OVERRIDABLE}
+    cfg = resume_config(checkpoint, {**overrides, "resume": str(path)})
+    check_work_left(checkpoint, cfg)
+    return cfg
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> dict:

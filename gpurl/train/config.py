@@ -20,6 +20,8 @@ from ..multigpu.process_group import DIST_CHOICES
 
 #: Largest num_envs: the CUDA build launches one block per env, and a grid holds at most 2**31 - 1.
 MAX_NUM_ENVS = 2**31 - 1
+#: ``resume`` value that continues from the newest good checkpoint in log_dir, if any (gpurl.train.cli)
+AUTO_RESUME = "auto"
 
 
 def _doc(text: str, *, ge=None, gt=None, le=None, lt=None, **kw):
@@ -108,8 +110,9 @@ class TrainConfig:
                                "instead of refusing (nothing is deleted)", default=False)
     log_every: int = _doc("iterations between log lines", default=1, ge=1)
     checkpoint_every: int = _doc("iterations between checkpoints (0 = only at the end)", default=10, ge=0)
-    resume: str | None = _doc("checkpoint to continue from (its config wins except for iters/total_steps)",
-                              default=None)
+    resume: str | None = _doc("checkpoint to continue from (its config wins except for iters/total_steps); 'auto' "
+                              "= the newest checkpoint in log_dir that loads (checkpoint.pt, else checkpoint.prev.pt), "
+                              "or a fresh start when there is none", default=None)
     profile: bool = _doc("write a torch.profiler trace of a few iterations to log_dir", default=False)
     nsys_iters: tuple = _doc("iterations [first, last) between cudaProfilerStart/Stop, for nsys "
                              "--capture-range=cudaProfilerApi (CLI: 2,4); empty = none; CUDA only", default=())
@@ -155,6 +158,8 @@ class TrainConfig:
         if c.recurrent != "none" and c.num_envs < c.minibatches:
             raise ValueError(f"a recurrent policy's minibatches are drawn over envs: num_envs ({c.num_envs}) must be "
                              f">= minibatches ({c.minibatches})")
+        if c.resume == AUTO_RESUME and not c.log_dir:
+            raise ValueError("--resume auto looks for the checkpoints in --log-dir: pass --log-dir")
         if c.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {c.activation!r}")
         for spec in c.env_modules:

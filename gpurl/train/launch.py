@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..multigpu.process_group import init_placement, is_comm_failure
 from .checkpoint import load_checkpoint
-from .config import TrainConfig
+from .config import AUTO_RESUME, TrainConfig
 from .process import configure_process
 from .run import train
 from .threads import describe
@@ -33,7 +33,8 @@ def run(cfg: TrainConfig, say=print) -> dict | None:
     if placement.is_main:
         say(describe(threads))
     try:
-        checkpoint = load_checkpoint(cfg.resume) if cfg.resume else None
+        # "auto" left unresolved: gpurl.train.cli found no checkpoint in the log dir (a fresh start)
+        checkpoint = load_checkpoint(cfg.resume) if cfg.resume and cfg.resume != AUTO_RESUME else None
         result = train(cfg, checkpoint, say=say, placement=placement)
     except BaseException as err:
         watchdog = getattr(placement, "watchdog", None)

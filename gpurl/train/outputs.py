@@ -30,8 +30,10 @@ class RunLog:
     """Per-iteration scalars into ``log_dir/metrics.csv`` and TensorBoard; a progress bar or lines."""
 
     def __init__(self, log_dir: Path, total_iters: int, start_iter: int, progress: bool, tensorboard: bool = True,
-                 run_id: str | None = None, start_env_steps: int = 0):
-        """``start_iter`` / ``start_env_steps``: where a resumed run continues (0 for a fresh one)."""
+                 run_id: str | None = None, start_env_steps: int = 0, restarted: bool = False):
+        """``start_iter`` / ``start_env_steps``: where a resumed run continues (0 for a fresh one).
+        ``restarted``: a run starting again from iteration 0 in its own log dir (it died before its first
+        checkpoint): its earlier TensorBoard events are hidden too (metrics.csv is rewritten anyway)."""
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.log_dir / "metrics.csv"
@@ -44,7 +46,8 @@ class RunLog:
             self._rewrite_csv()
         self.total_iters = total_iters
         # purge_step hides the events a previous process of this run logged after the checkpoint
-        self._writer = self._tensorboard(start_env_steps + 1 if start_iter else None) if tensorboard else None
+        purge = start_env_steps + 1 if start_iter or restarted else None
+        self._writer = self._tensorboard(purge) if tensorboard else None
         if self._writer is not None and run_id is not None:
             self._writer.add_text("run_id", run_id, start_env_steps)
         self._bar = None

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import CheckpointError, atomic_write_bytes, check_matches, save_checkpoint
-from .config import TrainConfig
+from .checkpoint import CHECKPOINT_FILE, CheckpointError, atomic_write_bytes, check_matches, save_checkpoint
+from .config import AUTO_RESUME, TrainConfig
 from ..multigpu.placement import Placement
 from ..profiling import ProfilerWindow, nvtx_range
 from .machine import describe_machine
 from .outputs import RunLog, plot_curve, progress_wanted
-from .run_record import claim_log_dir, new_run_id, remove_stale_temp_files, write_run_record
+from .run_record import RUN_FILE, claim_log_dir, new_run_id, remove_stale_temp_files, write_run_record
 from .threads import adapt_threads
 from .trainer import Trainer
 
@@ -46,6 +46,27 @@ def resume_config(checkpoint: dict, overrides: dict) -> TrainConfig:
         changes.setdefault("iters", 0)
         changes.setdefault("total_steps", 0)
     return dataclasses.replace(saved, **changes).validated()
+
+
+def config_differences(saved: dict, given: dict) -> list[str]:
+    """The fields (``TrainConfig.to_dict`` form) that differ between two configs, other than those a resume
+    may change: "name: saved there, given here" for each. Compared as JSON holds them (a tuple is a list)."""
+    saved, given = json.loads(json.dumps(saved)), json.loads(json.dumps(given))
+    names = sorted(k for k in {*saved, *given} if k not in RESUME_OVERRIDABLE and saved.get(k) != given.get(k))
+    return [f"{k}: {saved.get(k, '(unset)')!r} there, {given.get(k, '(unset)')!r} here" for k in names]
+
+
+def restarted_run_id(log_dir: Path, cfg: TrainConfig) -> str | None:
+    """``--resume auto`` found no checkpoint: the id of the run in ``log_dir`` when that run is an earlier start
+    of this same command (its run.json holds this config) that died before its first checkpoint. The
+    restart continues that run from iteration 0 and rewrites its logs; None: a fresh run."""
+    try:
+        record = json.loads((Path(log_dir) / RUN_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not record.get("run_id") or not isinstance(record.get("config"), dict):
+        return None
+    return None if config_differences(record["config"], cfg.to_dict()) else str(record["run_id"])
 
 
 def check_work_left(checkpoint: dict, cfg: TrainConfig) -> None:
@@ -76,12 +97,14 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
     main = placement.is_main
     if not main:
         say = lambda *args, **kwargs: None  # noqa: E731
-    run_id = str(checkpoint["run_id"]) if checkpoint is not None else new_run_id()
+    restarted = None if checkpoint is not None or cfg.resume != AUTO_RESUME else restarted_run_id(cfg.log_dir, cfg)
+    run_id = str(checkpoint["run_id"]) if checkpoint is not None else restarted or new_run_id()
     log_dir = Path(cfg.log_dir) if cfg.log_dir else default_log_dir(cfg, run_id)
     if main:
         log_dir = claim_log_dir(log_dir, run_id, cfg.fresh_log_dir, say)
     cfg = dataclasses.replace(cfg, log_dir=str(log_dir))
-    say(f"gpurl train: run {run_id}, log_dir={log_dir}" + (f", resuming {cfg.resume}" if checkpoint else ""))
+    say(f"gpurl train: run {run_id}, log_dir={log_dir}" + (f", resuming {cfg.resume}" if checkpoint else "")
+        + (", restarted from iteration 0 (--resume auto: no checkpoint yet)" if restarted else ""))
     trainer = Trainer(cfg, placement)
     extras: dict = {}
     if checkpoint is not None:
@@ -111,7 +134,7 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
     baseline = extras["baseline"]
 
     runlog = RunLog(log_dir, cfg.iters, trainer.iteration, progress_wanted(cfg.progress), run_id=run_id,
-                    start_env_steps=trainer.env_steps) if main else None
+                    start_env_steps=trainer.env_steps, restarted=bool(restarted)) if main else None
     phases: dict[str, float] = {}
     train_seconds, train_steps = 0.0, 0
     bytes_start = placement.comm.bytes_sent
@@ -152,7 +175,8 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
                 if last or (cfg.checkpoint_every and trainer.iteration % cfg.checkpoint_every == 0):
                     state = trainer.state_dict()  # collective: every rank sends its envs' state
                     if main:
-                        save_checkpoint(log_dir / "checkpoint.pt", {**state, "extras": extras, "run_id": run_id})
+                        save_checkpoint(log_dir / CHECKPOINT_FILE, {**state, "extras": extras, "run_id": run_id},
+                                        keep_previous=True)
     finally:
         if runlog is not None:
             runlog.close()

@@ -20,7 +20,8 @@ from .checkpoint import atomic_write_bytes
 RUN_FILE = "run.json"
 #: The files a run writes into its log dir (TensorBoard's event files besides): finding any of them
 #: means the dir belongs to a run.
-RUN_OUTPUTS = (RUN_FILE, "metrics.csv", "checkpoint.pt", "result.json", "learning_curve.png", "final_episode.gif")
+RUN_OUTPUTS = (RUN_FILE, "metrics.csv", "checkpoint.pt", "checkpoint.prev.pt", "result.json", "learning_curve.png",
+               "final_episode.gif")
 
 
 class LogDirTakenError(ValueError):
