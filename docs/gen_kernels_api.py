@@ -26,7 +26,7 @@ OUTPUT = Path(__file__).resolve().parent / "kernels_api.md"
 #: The order modules are listed in; any other module of gpurl.kernels follows, alphabetically.
 ORDER = ["program", "targets", "rng", "math32", "neighbors", "scratch", "interop", "errors", "aot"]
 #: The modules of gpurl.envs an env author declares an env with, and the public names documented of each.
-ENV_MODULES = {"base": ["StepOutputs", "KernelEnv"], "spaces": ["Group", "check_groups"],
+ENV_MODULES = {"base": ["KernelEnv"], "step_inputs": ["StepOutputs"], "spaces": ["Group", "check_groups"],
                "lifecycle": ["STEP", "RESET", "RUNNING", "ENDED", "TOOLKIT_ARRAYS", "TOOLKIT_CONSTANTS",
                              "episode_kernel", "default_state_phases", "global_state_layout",
                              "default_global_state_dim", "default_global_state_ref"],

@@ -185,6 +185,19 @@ def test_keep_previous_makes_the_replaced_checkpoint_the_previous_one(tmp_path):
     assert os.stat(path).st_ino != os.stat(tmp_path / "checkpoint.prev.pt").st_ino
 
 
+def test_a_save_killed_after_keeping_the_previous_one_leaves_no_temp_link(tmp_path):
+    """A save killed between its two steps leaves checkpoint.prev.pt and checkpoint.pt one file (two links);
+    the next save must still keep it as the previous one without leaving a temp link (rename() between two
+    links of one file does nothing)."""
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, dict(payload(), iteration=1))
+    os.link(path, tmp_path / "checkpoint.prev.pt")
+    save_checkpoint(path, dict(payload(), iteration=2), keep_previous=True)
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint.prev.pt", "checkpoint.pt"]
+    assert load_checkpoint(path)["iteration"] == 2
+    assert load_checkpoint(tmp_path / "checkpoint.prev.pt")["iteration"] == 1
+
+
 def test_latest_checkpoint_falls_back_to_the_previous_one_and_says_why(tmp_path):
     path = tmp_path / "checkpoint.pt"
     assert latest_checkpoint(tmp_path, say=print) is None              # an empty dir: start afresh

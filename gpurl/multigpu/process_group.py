@@ -31,6 +31,22 @@ def launcher_world() -> tuple[int, int, int]:
     return rank, world, int(os.environ.get("LOCAL_RANK", str(rank)))
 
 
+def launcher_attempt() -> str | None:
+    """torchrun's restart count of this worker (``TORCHELASTIC_RESTART_COUNT``), when torchrun's agent hosts the
+    store; None otherwise."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    return os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+
+
+def attempt_store(host: str, port: int, attempt: str | None, timeout: timedelta):
+    """A client of the rendezvous store, its keys private to torchrun's attempt ``attempt`` (None: the store
+    as it is). torchrun's static rendezvous (``--master-port``) keeps one store across restarts, and a
+    restarted worker that read the previous attempt's keys would connect to the dead workers' addresses."""
+    store = dist.TCPStore(host, port, is_master=False, timeout=timeout)
+    return store if attempt is None else dist.PrefixStore(f"gpurl/attempt-{attempt}/", store)
+
+
 def policy_name(dist_name: str, world: int) -> str:
     """The policy ``dist_name`` stands for with ``world`` ranks (``auto``: data_parallel when several)."""
     if dist_name == "auto":
@@ -65,10 +81,15 @@ def init_placement(dist_name: str, device: str | None, timeout_s: float, replica
     chosen = rank_device(device, local_rank)
     backend = "nccl" if chosen.type == "cuda" else "gloo"
     timeout = timedelta(seconds=timeout_s)
-    dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout)
     host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    attempt = launcher_attempt()
+    if attempt is None:  # ranks started by hand: env:// makes rank 0 host the store
+        dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout)
+    else:
+        dist.init_process_group(backend, store=attempt_store(host, port, attempt, timeout), rank=rank,
+                                world_size=world, timeout=timeout)
     # A client of its own: the heartbeat thread must not share a connection with the main thread.
-    store = dist.TCPStore(host, port, is_master=False, timeout=timeout)
+    store = attempt_store(host, port, attempt, timeout)
     watchdog = PeerWatchdog(store, rank, world, timeout_s, f"{host}:{port}").start()
     return POLICIES[name](ProcessGroupComm(), chosen, watchdog, **options)
 

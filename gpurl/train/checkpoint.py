@@ -94,6 +94,10 @@ def _keep_as_previous(path: Path) -> None:
     """Make ``path`` also the previous checkpoint, atomically: a hard link (or a copy, where the file system
     has none) under a temp name, renamed over the previous one. ``path`` itself stays in place."""
     previous = previous_path(path)
+    if previous.exists() and os.path.samefile(path, previous):
+        # Already one file (a save killed after this step): rename() between two links of one file does
+        # nothing and would leave the temp link behind.
+        return
     fd, tmp = tempfile.mkstemp(prefix=f".{previous.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
