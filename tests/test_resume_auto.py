@@ -41,8 +41,9 @@ class SimulatedCrash(RuntimeError):
     pass
 
 
-def crash_at(monkeypatch, iteration: int) -> None:
-    """Make ``Trainer.iterate`` raise when it starts iteration ``iteration`` (1-based)."""
+def crashed_run(log_dir: Path, monkeypatch, iteration: int) -> str:
+    """The command run into ``log_dir`` with ``Trainer.iterate`` raising when it starts iteration ``iteration``
+    (1-based); returns the run's id."""
     original = Trainer.iterate
 
     def iterate(self):
@@ -51,6 +52,10 @@ def crash_at(monkeypatch, iteration: int) -> None:
         return original(self)
 
     monkeypatch.setattr(Trainer, "iterate", iterate)
+    with pytest.raises(SimulatedCrash):
+        cli_main(command(log_dir))
+    monkeypatch.undo()
+    return json.loads((log_dir / "run.json").read_text())["run_id"]
 
 
 def final_params(log_dir: Path) -> dict:
@@ -83,11 +88,7 @@ def assert_same_end(log_dir: Path, reference: Path) -> None:
 def test_the_same_command_continues_a_crashed_run_to_the_uninterrupted_end(uninterrupted, tmp_path, monkeypatch,
                                                                           capsys, spoil_newest):
     log_dir = tmp_path / "run"
-    crash_at(monkeypatch, 3)
-    with pytest.raises(SimulatedCrash):
-        cli_main(command(log_dir))
-    monkeypatch.undo()
-    run_id = json.loads((log_dir / "run.json").read_text())["run_id"]
+    run_id = crashed_run(log_dir, monkeypatch, 3)
     assert load_checkpoint(log_dir / "checkpoint.pt")["iteration"] == 2
     if spoil_newest:
         data = (log_dir / "checkpoint.pt").read_bytes()
@@ -106,12 +107,8 @@ def test_the_same_command_continues_a_crashed_run_to_the_uninterrupted_end(unint
 def test_a_run_that_crashed_before_its_first_checkpoint_restarts_under_its_own_id(uninterrupted, tmp_path,
                                                                                    monkeypatch, capsys):
     log_dir = tmp_path / "run"
-    crash_at(monkeypatch, 1)
-    with pytest.raises(SimulatedCrash):
-        cli_main(command(log_dir))
-    monkeypatch.undo()
+    run_id = crashed_run(log_dir, monkeypatch, 1)
     assert not (log_dir / "checkpoint.pt").exists()
-    run_id = json.loads((log_dir / "run.json").read_text())["run_id"]
     result = cli_main(command(log_dir))
     assert "restarted from iteration 0 (--resume auto: no checkpoint yet)" in capsys.readouterr().out
     assert result["run_id"] == run_id

@@ -69,6 +69,12 @@ if triton is not None:
     DOT_PRECISION = tl.constexpr("tf32x3")
 
     @triton.jit
+    def _program_rows(E, n, BLOCK_B: tl.constexpr):
+        # This program's BLOCK_B rows of the group's E * n: (live, env e, agent i of the group).
+        rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+        return rows < E * n, rows // n, rows % n
+
+    @triton.jit
     def _first_layers(x_ptr, rows_off, live, D, mean_ptr, rstd_ptr, a_w0, c_w0, offs_h, IP: tl.constexpr,
                       HP: tl.constexpr, KC: tl.constexpr, NORM_CLIP: tl.constexpr, BLOCK_B: tl.constexpr,
                       WITH_VALUE: tl.constexpr):
@@ -179,11 +185,7 @@ if triton is not None:
         TANH: tl.constexpr, NORM_CLIP: tl.constexpr, BLOCK_B: tl.constexpr, KC: tl.constexpr,
         WITH_VALUE: tl.constexpr,
     ):
-        pid = tl.program_id(0)
-        rows = pid * BLOCK_B + tl.arange(0, BLOCK_B)
-        live = rows < E * n
-        e = rows // n
-        i = rows % n
+        live, e, i = _program_rows(E, n, BLOCK_B)
         offs_h = tl.arange(0, HP)
         acc_a, acc_c = _first_layers(x_ptr, e * sx_e + i * sx_i, live, D, mean_ptr, rstd_ptr, a_w0, c_w0, offs_h,
                                      IP, HP, KC, NORM_CLIP, BLOCK_B, WITH_VALUE)

@@ -37,7 +37,8 @@ except ImportError:  # pragma: no cover - triton is a declared extra
 
 
 if triton is not None:
-    from .actor import DOT_PRECISION, _activation, _first_layers, _matmul, _rational_tanh, _sample_heads
+    from .actor import (DOT_PRECISION, _activation, _first_layers, _matmul, _program_rows, _rational_tanh,
+                        _sample_heads)
 
     @triton.jit
     def _sigmoid(x):
@@ -92,11 +93,7 @@ if triton is not None:
         IP: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, HEADS: tl.constexpr, LAYERS: tl.constexpr,
         TANH: tl.constexpr, NORM_CLIP: tl.constexpr, BLOCK_B: tl.constexpr, KC: tl.constexpr,
     ):
-        pid = tl.program_id(0)
-        rows = pid * BLOCK_B + tl.arange(0, BLOCK_B)
-        live = rows < E * n
-        e = rows // n
-        i = rows % n
+        live, e, i = _program_rows(E, n, BLOCK_B)
         offs_h = tl.arange(0, HP)
         acc, _ = _first_layers(x_ptr, e * sx_e + i * sx_i, live, D, mean_ptr, rstd_ptr, w0, w0, offs_h,
                                IP, HP, KC, NORM_CLIP, BLOCK_B, False)

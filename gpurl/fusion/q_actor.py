@@ -29,7 +29,7 @@ EXPLORE_HEAD, RANDOM_ACTION_HEAD = 0, 1
 if triton is not None:
     import triton.language as tl
 
-    from .actor import _counter_key, _first_layers, _hidden_layers, _matmul, _uniform
+    from .actor import _counter_key, _first_layers, _hidden_layers, _matmul, _program_rows, _uniform
 
     # The heads as the kernel reads them (a jit function reads module globals only as constexprs).
     _EXPLORE, _RANDOM_ACTION = tl.constexpr(EXPLORE_HEAD), tl.constexpr(RANDOM_ACTION_HEAD)
@@ -43,11 +43,7 @@ if triton is not None:
         IP: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, LAYERS: tl.constexpr, TANH: tl.constexpr,
         BLOCK_B: tl.constexpr, KC: tl.constexpr,
     ):
-        pid = tl.program_id(0)
-        rows = pid * BLOCK_B + tl.arange(0, BLOCK_B)
-        live = rows < E * n
-        e = rows // n
-        i = rows % n
+        live, e, i = _program_rows(E, n, BLOCK_B)
         offs_h = tl.arange(0, HP)
         # No normalisation clip (a Q-network has no observation normaliser: mean 0, rstd 1) and no
         # critic (w0 stands in for the critic's first layer, never read).
