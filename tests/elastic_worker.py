@@ -1,4 +1,4 @@
-"""A ``gpurl train`` worker for torchrun that kills itself once, for tests/test_elastic_restart.py.
+"""A ``gpurl train`` worker for torchrun that kills itself once, for tests/test_torchrun_jobs.py.
 
     torchrun --nproc_per_node=2 --max-restarts=2 tests/elastic_worker.py --resume auto --log-dir D ...
 
@@ -7,6 +7,7 @@
 - ``WHERE=rollout``: in iteration ITERATION (1-based), at its third env step;
 - ``WHERE=checkpoint``: while writing the checkpoint of iteration ITERATION, after the new file's data is
   written and before it replaces ``checkpoint.pt`` (the main rank writes checkpoints: use RANK 0).
+``GPURL_TEST_KILL_STAMP=PATH``: the killing rank writes the time of its kill (``time.time()``) there first.
 Then the worker runs the command line as ``gpurl train`` would.
 """
 from __future__ import annotations
@@ -14,9 +15,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 
 def _die() -> None:
+    stamp = os.environ.get("GPURL_TEST_KILL_STAMP")
+    if stamp:
+        with open(stamp, "w") as f:
+            f.write(repr(time.time()))
     sys.stdout.flush()
     os.kill(os.getpid(), signal.SIGKILL)
 

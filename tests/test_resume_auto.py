@@ -7,7 +7,8 @@ runs again. Checked against an uninterrupted run of the same command: the final 
 CPU is deterministic) and ``metrics.csv`` holding every iteration exactly once. Covered: a crash after
 checkpoints (resume from the newest), the newest checkpoint truncated (the previous one, with a warning
 naming the skipped file), a crash before any checkpoint (the run restarts from iteration 0 under its own id
-and rewrites its logs), a log dir of another config, and no --log-dir.
+and rewrites its logs), a log dir of another config, and no --log-dir. And ``--checkpoint-every`` as a time
+('10m'), on a clock the test moves.
 """
 from __future__ import annotations
 
@@ -131,3 +132,38 @@ def test_auto_needs_a_log_dir(capsys):
     with pytest.raises(SystemExit):
         cli_main([*COMMAND, "--resume", "auto"])
     assert "--resume auto looks for the checkpoints in --log-dir: pass --log-dir" in capsys.readouterr().err
+
+
+def test_checkpoint_every_takes_a_time(tmp_path, monkeypatch):
+    """``--checkpoint-every 1m`` with a clock that moves 40 s per reading (one at the start, one per iteration,
+    one per checkpoint): due at iterations 2 (80 s since the start) and 4 (80 s since the last), so the two
+    kept are those of iterations 2 and 4 (every iteration would keep 3 and 4)."""
+    from gpurl.train import run as run_module
+
+    readings = iter(range(0, 10_000, 40))
+    monkeypatch.setattr(run_module, "_clock", lambda: float(next(readings)))
+    log_dir = tmp_path / "timed"
+    cli_main([*command(log_dir), "--checkpoint-every", "1m"])
+    assert load_checkpoint(log_dir / "checkpoint.pt")["iteration"] == ITERS
+    assert load_checkpoint(log_dir / "checkpoint.prev.pt")["iteration"] == 2
+    assert json.loads((log_dir / "run.json").read_text())["config"]["checkpoint_every"] == "1m"
+
+
+@pytest.mark.parametrize("value,normalised", [(7, 7), ("12", 12), ("90s", "90s"), (" 10M", "10m"), ("1.5h", "1.5h")])
+def test_checkpoint_every_reads_iterations_or_a_time(value, normalised):
+    from gpurl.train.config import checkpoint_interval, checkpoint_seconds
+
+    assert checkpoint_interval(value) == normalised
+    assert checkpoint_seconds(normalised) == {"90s": 90.0, "10m": 600.0, "1.5h": 5400.0}.get(normalised)
+
+
+@pytest.mark.parametrize("value", [-1, "-5m", "0s", "10x", "m", "infh", True, 2.5])
+def test_a_bad_checkpoint_every_is_refused_naming_it(value, capsys):
+    from gpurl.train.config import checkpoint_interval
+
+    with pytest.raises(ValueError, match="checkpoint_every must be iterations .* or a time such as '90s'"):
+        checkpoint_interval(value)
+    if isinstance(value, str):
+        with pytest.raises(SystemExit):
+            cli_main([*COMMAND, f"--checkpoint-every={value}"])
+        assert "checkpoint_every must be iterations" in capsys.readouterr().err

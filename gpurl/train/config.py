@@ -22,6 +22,32 @@ from ..multigpu.process_group import DIST_CHOICES
 MAX_NUM_ENVS = 2**31 - 1
 #: ``resume`` value that continues from the newest good checkpoint in log_dir, if any (gpurl.train.cli)
 AUTO_RESUME = "auto"
+#: Units of a ``checkpoint_every`` given as a time, in seconds.
+TIME_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def checkpoint_interval(value) -> int | str:
+    """``checkpoint_every`` checked and normalised: iterations (an int >= 0; digits are read as one) or a time
+    ('90s', '10m', '1.5h': a positive number and a unit of TIME_UNITS)."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text.isdigit():
+            return int(text)
+        try:
+            if text[-1:] in TIME_UNITS and 0 < float(text[:-1]) < math.inf:
+                return text
+        except ValueError:
+            pass
+    elif isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ValueError(f"checkpoint_every must be iterations (an int >= 0) or a time such as '90s', '10m' or '2h', "
+                     f"got {value!r}")
+
+
+def checkpoint_seconds(value: int | str) -> float | None:
+    """Seconds between checkpoints when ``checkpoint_every`` (normalised) is a time; None when it counts
+    iterations."""
+    return float(value[:-1]) * TIME_UNITS[value[-1]] if isinstance(value, str) else None
 
 
 def _doc(text: str, *, ge=None, gt=None, le=None, lt=None, **kw):
@@ -109,7 +135,8 @@ class TrainConfig:
     fresh_log_dir: bool = _doc("when log_dir holds another run's files, write this run into <log_dir>-<run id> "
                                "instead of refusing (nothing is deleted)", default=False)
     log_every: int = _doc("iterations between log lines", default=1, ge=1)
-    checkpoint_every: int = _doc("iterations between checkpoints (0 = only at the end)", default=10, ge=0)
+    checkpoint_every: int | str = _doc("iterations between checkpoints (0 = only at the end), or the time between "
+                                       "them: '90s', '10m', '2h'", default=10)
     resume: str | None = _doc("checkpoint to continue from (its config wins except for iters/total_steps); 'auto' "
                               "= the newest checkpoint in log_dir that loads (checkpoint.pt, else checkpoint.prev.pt), "
                               "or a fresh start when there is none", default=None)
@@ -158,6 +185,7 @@ class TrainConfig:
         if c.recurrent != "none" and c.num_envs < c.minibatches:
             raise ValueError(f"a recurrent policy's minibatches are drawn over envs: num_envs ({c.num_envs}) must be "
                              f">= minibatches ({c.minibatches})")
+        c.checkpoint_every = checkpoint_interval(c.checkpoint_every)
         if c.resume == AUTO_RESUME and not c.log_dir:
             raise ValueError("--resume auto looks for the checkpoints in --log-dir: pass --log-dir")
         if c.activation not in ("tanh", "relu"):

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint import CHECKPOINT_FILE, CheckpointError, atomic_write_bytes, check_matches, save_checkpoint
-from .config import AUTO_RESUME, TrainConfig
+from .config import AUTO_RESUME, TrainConfig, checkpoint_seconds
 from ..multigpu.placement import Placement
 from ..profiling import ProfilerWindow, nvtx_range
 from .machine import describe_machine
@@ -67,6 +67,32 @@ def restarted_run_id(log_dir: Path, cfg: TrainConfig) -> str | None:
     if not isinstance(record, dict) or not record.get("run_id") or not isinstance(record.get("config"), dict):
         return None
     return None if config_differences(record["config"], cfg.to_dict()) else str(record["run_id"])
+
+
+#: The clock of time-based checkpoints (tests replace it).
+_clock = time.monotonic
+
+
+class CheckpointSchedule:
+    """When a run checkpoints (besides its last iteration): every ``checkpoint_every`` iterations, or, given a
+    time, once that long has passed since the last checkpoint (or the start). The main rank's clock decides
+    and every rank follows its flag (a checkpoint is a collective: the ranks send their envs' state)."""
+
+    def __init__(self, every: int | str, comm, device: torch.device):
+        self.iterations, self.seconds = (every, None) if isinstance(every, int) else (0, checkpoint_seconds(every))
+        self.comm = comm
+        self.flag = torch.zeros(1, device=device)
+        self.last = _clock()
+
+    def due(self, iteration: int) -> bool:
+        if self.seconds is None:
+            return bool(self.iterations) and iteration % self.iterations == 0
+        self.flag.fill_(float(_clock() - self.last >= self.seconds))
+        self.comm.broadcast_(self.flag, src=0)
+        return bool(self.flag.item())  # host-ok: one flag per iteration, time-based checkpoints only
+
+    def saved(self) -> None:
+        self.last = _clock()
 
 
 def check_work_left(checkpoint: dict, cfg: TrainConfig) -> None:
@@ -143,6 +169,7 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
     warmup = 1 if cfg.iters - trainer.iteration > 1 else 0
     profiler = _profiler(cfg, log_dir) if main else None
     nsys_window = ProfilerWindow(cfg.nsys_iters, trainer.device)
+    schedule = CheckpointSchedule(cfg.checkpoint_every, placement.comm, trainer.device)
     try:
         with profiler or nullcontext():
             while trainer.iteration < cfg.iters:
@@ -172,11 +199,12 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
                     scalars["lr"] = trainer.algo.optimizer.param_groups[0]["lr"]
                     if runlog is not None:
                         runlog.log(trainer.iteration, trainer.env_steps, scalars)
-                if last or (cfg.checkpoint_every and trainer.iteration % cfg.checkpoint_every == 0):
+                if schedule.due(trainer.iteration) or last:
                     state = trainer.state_dict()  # collective: every rank sends its envs' state
                     if main:
                         save_checkpoint(log_dir / CHECKPOINT_FILE, {**state, "extras": extras, "run_id": run_id},
                                         keep_previous=True)
+                    schedule.saved()
     finally:
         if runlog is not None:
             runlog.close()
