@@ -12,6 +12,7 @@ each, so W ranks use W cores): those figures are CPU figures and say so. Ends wi
 
     python bench/multigpu_scaling.py                    # G = GPUs present, else min(2, CPU cores)
     python bench/multigpu_scaling.py --max-world 4 --envs-per-device 256 --iters 6
+    python bench/multigpu_scaling.py --worlds 1,2,4 --modes weak --backends eager   # no compile per process
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -40,15 +42,24 @@ def parse_args():
     ap.add_argument("--rollout-len", type=int, default=32)
     ap.add_argument("--iters", type=int, default=4)
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--modes", default="weak,strong", help="weak, strong or both")
+    ap.add_argument("--worlds", default=None, help="world sizes to run (default: 1..max-world)")
+    ap.add_argument("--backends", default="auto", choices=("auto", "eager"),
+                    help="acting and learning backends (eager: no compile in each process)")
     return ap.parse_args()
 
 
 def launch(world: int, policy: str, num_envs: int, args, device: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix=f"gpurl-scaling-{policy}-w{world}-") as log_dir:  # logs unused
+        return _launch(world, policy, num_envs, args, device, log_dir)
+
+
+def _launch(world: int, policy: str, num_envs: int, args, device: str, log_dir: str) -> dict:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
            str(HERE / "tag_ppo.py"), "--preset", args.preset, "--dist", policy, "--num-envs", str(num_envs),
            "--rollout-len", str(args.rollout_len), "--iters", str(args.iters), "--eval-episodes", "0",
-           "--checkpoint-every", "0", "--device", device, "--no-progress", "--log-dir",
-           f"runs/scaling-{policy}-w{world}-e{num_envs}"]
+           "--checkpoint-every", "0", "--device", device, "--no-progress", "--policy-backend", args.backends,
+           "--learner-backend", args.backends, "--log-dir", log_dir]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if device == "cpu":
         cmd += ["--torch-threads", "1"]
@@ -68,12 +79,14 @@ def main():
     global_envs = args.global_envs or args.envs_per_device
     print(f"machine: {machine}")
     print(f"measuring: PPO on {args.preset}, T={args.rollout_len}, {args.iters} iterations (1 warm-up), "
-          f"world sizes 1..{args.max_world} on {label}")
+          f"world sizes {args.worlds or f'1..{args.max_world}'}, {args.modes} scaling, {args.backends} backends, "
+          f"on {label}")
     rows = []
     for policy in args.policies.split(","):
-        for mode in ("weak", "strong"):
+        for mode in args.modes.split(","):
             base = None
-            for world in range(1, args.max_world + 1):
+            worlds = [int(w) for w in args.worlds.split(",")] if args.worlds else range(1, args.max_world + 1)
+            for world in worlds:
                 num_envs = args.envs_per_device * world if mode == "weak" else global_envs
                 if num_envs % world:
                     continue
@@ -89,7 +102,8 @@ def main():
                       f"x{row['speedup']:.2f} vs W=1 (efficiency {row['efficiency']:.0%})  "
                       f"{row['comm_bytes_per_iteration'] / 1e6:.3f} MB/iteration on the wire", flush=True)
     print_result({"bench": "multigpu_scaling", "device": device, "label": label, "machine": machine,
-                  "preset": args.preset, "rollout_len": args.rollout_len, "iters": args.iters, "rows": rows})
+                  "preset": args.preset, "rollout_len": args.rollout_len, "iters": args.iters,
+                  "backends": args.backends, "rows": rows})
 
 
 if __name__ == "__main__":

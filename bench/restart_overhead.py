@@ -9,8 +9,9 @@ The job is tests/elastic_worker.py (``gpurl train`` that kills one rank once, in
 ``--kill RANK:ITERATION:rollout|checkpoint``), with the preset's defaults but ``--checkpoint-every``. Each
 line the job prints is timestamped as it arrives. Reported: ``kill_to_resumed_s`` (the kill to the
 restarted run's "resuming" line: torchrun noticing, new processes, imports, rendezvous, loading the
-checkpoint), ``kill_to_first_iteration_s`` (to its first completed iteration), the median seconds of an
-iteration before the kill, and the iterations redone. CPU figures on a CPU machine. Ends with
+checkpoint), ``kill_to_first_iteration_s`` (to its first completed iteration), beside what the first
+attempt took from its start line to its first iteration (the warm-up every start pays: loading compiled
+code and env builds), the median seconds of an iteration before the kill, and the iterations redone. CPU figures on a CPU machine. Ends with
 ``RESULT {json}``.
 """
 from __future__ import annotations
@@ -69,6 +70,7 @@ def main() -> None:
         killed_at = float(stamp.read_text())
     iters = [(t, text) for t, text in lines if text.startswith("iter ")]
     before = [t for t, _ in iters if t < killed_at]
+    started = next(t for t, text in lines if text.startswith("gpurl train: run"))
     resumed = next(t for t, text in lines if t > killed_at and "resuming" in text)
     first_after = next((t, text) for t, text in iters if t > killed_at)
     steps = [b - a for a, b in zip(before, before[1:])]
@@ -77,6 +79,7 @@ def main() -> None:
     payload = dict(bench="restart_overhead", preset=args.preset, world=args.world, kill=args.kill,
                    checkpoint_every=args.checkpoint_every, iters=args.iters,
                    kill_to_resumed_s=resumed - killed_at, kill_to_first_iteration_s=first_after[0] - killed_at,
+                   fresh_start_to_first_iteration_s=iters[0][0] - started,
                    iteration_s=statistics.median(steps) if steps else None,
                    iterations_redone=done_before - resumed_iteration, job_s=lines[-1][0] - t0,
                    device="cpu (gloo processes)")
