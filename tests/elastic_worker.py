@@ -5,6 +5,8 @@
 ``GPURL_TEST_KILL=RANK:ITERATION:WHERE`` makes that rank send itself SIGKILL in the first attempt of the job
 (torchrun's ``TORCHELASTIC_RESTART_COUNT`` 0) only:
 - ``WHERE=rollout``: in iteration ITERATION (1-based), at its third env step;
+- ``WHERE=allreduce``: in iteration ITERATION, at its third all-reduce (the learner's gradients), before it
+  enters the collective (its peer is then inside it, waiting);
 - ``WHERE=checkpoint``: while writing the checkpoint of iteration ITERATION, after the new file's data is
   written and before it replaces ``checkpoint.pt`` (the main rank writes checkpoints: use RANK 0).
 ``GPURL_TEST_KILL_STAMP=PATH``: the killing rank writes the time of its kill (``time.time()``) there first.
@@ -46,6 +48,20 @@ def install_kill(rank: int, iteration: int, where: str) -> None:
 
     trainer.Trainer.iterate = counted_iterate
     KernelEnv.step = killing_step
+    if where == "allreduce":
+        from gpurl.multigpu.comm import ProcessGroupComm
+
+        all_reduce = ProcessGroupComm.all_reduce_
+        calls = {"n": 0}
+
+        def killing_all_reduce(self, *args, **kwargs):
+            if state["iteration"] == iteration:
+                calls["n"] += 1
+                if calls["n"] == 3:
+                    _die()
+            return all_reduce(self, *args, **kwargs)
+
+        ProcessGroupComm.all_reduce_ = killing_all_reduce
     if where == "checkpoint":
         save, replace = checkpoint.save_checkpoint, os.replace
 

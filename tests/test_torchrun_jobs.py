@@ -5,7 +5,8 @@ continued by ``--resume auto`` from the last checkpoint. Each case runs the same
 2-rank job (tests/elastic_worker.py runs ``gpurl train`` and kills one rank once, in torchrun's first attempt
 only) and checks that the job completes, that its final parameters equal the uninterrupted job's bit for
 bit, and that ``metrics.csv`` has every iteration exactly once. Kills: rank 1 in the rollout of iteration 3
-(rank 0 then fails in its next collective), and rank 0 while writing the checkpoint of iteration 2 (the new
+(rank 0 then fails in its next collective), rank 1 in the learner's gradient all-reduces of iteration 3 (rank 0
+is inside the collective), and rank 0 while writing the checkpoint of iteration 2 (the new
 file's data written, the rename never done: the job continues from iteration 1's checkpoint and the
 interrupted write's temp file is removed). The extra seconds of a killed job over the uninterrupted one are
 printed (``-rA`` shows them).
@@ -81,8 +82,8 @@ def uninterrupted(tmp_path_factory) -> tuple[Path, float]:
     return log_dir, seconds
 
 
-@pytest.mark.parametrize("kill,resumed_from", [("1:3:rollout", 2), ("0:2:checkpoint", 1)],
-                         ids=["rank1-in-rollout", "rank0-in-checkpoint-write"])
+@pytest.mark.parametrize("kill,resumed_from", [("1:3:rollout", 2), ("1:3:allreduce", 2), ("0:2:checkpoint", 1)],
+                         ids=["rank1-in-rollout", "rank1-in-allreduce", "rank0-in-checkpoint-write"])
 def test_a_killed_rank_is_restarted_and_the_job_ends_as_if_never_killed(uninterrupted, tmp_path, kill,
                                                                          resumed_from):
     reference, reference_seconds = uninterrupted
