@@ -1,6 +1,7 @@
 """Env speed of this checkout against an earlier commit, side by side in one process.
 
-    python bench/env_vs_ref.py --ref HEAD~1                      # both configurations of the regression floor
+    python bench/env_vs_ref.py --ref HEAD~1                      # every configuration below
+    python bench/env_vs_ref.py --ref HEAD --configs tag-10v100,simple_tag-3v1v2   # the regression floor
     python bench/env_vs_ref.py --ref 69ee721 --configs simple_tag-3v1v2 --rounds 9
     python bench/env_vs_ref.py --ref ab0f2fd --also-global-state   # and this checkout's env with the state on
 
@@ -39,6 +40,10 @@ REPO = Path(__file__).resolve().parent.parent
 CONFIGS = {
     "tag-10v100": ("tag_continuous", 1000, TAG_10V100, 200),  # env_throughput.py's tag-10v100
     "simple_tag-3v1v2": ("simple_tag", 4096, dict(num_adversaries=3, num_good=1, num_obstacles=2), 300),
+    # The issue 23 scenarios below the 20x bar, at mpe2's defaults and bench/peers.py's 4096 envs.
+    "simple": ("simple", 4096, {}, 300),
+    "simple_adversary": ("simple_adversary", 4096, {}, 300),
+    "simple_world_comm": ("simple_world_comm", 4096, {}, 100),
 }
 
 
