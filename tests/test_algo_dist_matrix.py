@@ -7,7 +7,8 @@ VARIANTS):
 - ``data_parallel`` on 2 ranks x E envs ends with the weights of ``single`` on 2E envs;
 - ``central_learner`` with ``--max-staleness 0`` ends with them too;
 compared after 2 iterations to float tolerance (1e-5), together with the env state of all ranks in
-global env order. A new algorithm enters the matrix by registering. The 2-rank data-parallel
+global env order; for the value-based algorithms the logged statistics of each iteration (TD loss, Q taken,
+epsilon, updates) are the single run's too. A new algorithm enters the matrix by registering. The 2-rank data-parallel
 checkpoints of PPO and QMIX also resume in one process where the single run does.
 
 Each policy is one real ``torchrun`` launch (tests/dist_matrix_worker.py trains every variant in turn,
@@ -15,7 +16,9 @@ so the process start is paid once per policy); the single-device references run 
 """
 from __future__ import annotations
 
+import csv
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -42,6 +45,11 @@ MATRIX = [(variant, dist) for variant in VARIANTS for dist in MULTI_RANK]
 WORKER = str(REPO / "tests" / "dist_matrix_worker.py")
 
 
+def metrics(log_dir: Path) -> list[dict]:
+    with open(log_dir / "metrics.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def assert_same_tensors(a: dict, b: dict, atol: float = 1e-5) -> None:
     assert a.keys() == b.keys()
     for key in a:
@@ -58,7 +66,7 @@ def single_runs(tmp_path_factory):
         root = tmp_path_factory.mktemp(f"single-{algo}-{recurrent}")
         train(config_from_args([*variant_args(algo, recurrent), "--dist", "single", "--log-dir", str(root / "a")]),
               say=lambda *a: None)
-        runs[variant] = {"short": load_checkpoint(root / "a" / "checkpoint.pt")}
+        runs[variant] = {"short": load_checkpoint(root / "a" / "checkpoint.pt"), "metrics": metrics(root / "a")}
         if variant in RESUMED:
             short = runs[variant]["short"]
             longer = resume_config(short, {"iters": ITERS + 2, "log_dir": str(root / "b"), "dist": "single"})
@@ -79,8 +87,8 @@ def multi_rank_runs(tmp_path_factory):
             results = [json.loads(line.removeprefix("VARIANT ")) for line in out.stdout.splitlines()
                        if line.startswith("VARIANT ")]
             assert [r["variant"] for r in results] == VARIANTS, out.stdout[-2000:]
-            done[dist] = {r["variant"]: (r, load_checkpoint(root / r["variant"].replace(":", "-") / "checkpoint.pt"))
-                          for r in results}
+            done[dist] = {r["variant"]: (r, load_checkpoint(root / r["variant"].replace(":", "-") / "checkpoint.pt"),
+                                         metrics(root / r["variant"].replace(":", "-"))) for r in results}
         return done[dist][variant]
 
     return run
@@ -94,7 +102,7 @@ def test_the_matrix_covers_every_algorithm_and_policy():
 
 @pytest.mark.parametrize("variant,dist", MATRIX, ids=[f"{v.replace(':', '-')}-{d}" for v, d in MATRIX])
 def test_two_ranks_end_where_one_device_does(variant, dist, single_runs, multi_rank_runs):
-    result, saved = multi_rank_runs(variant, dist)
+    result, saved, logged = multi_rank_runs(variant, dist)
     reference = single_runs[variant]["short"]
     algo, recurrent = variant.split(":")
     assert (result["world_size"], result["dist"], result["algo"], result["num_envs"]) == (2, dist, algo, 4)
@@ -106,6 +114,13 @@ def test_two_ranks_end_where_one_device_does(variant, dist, single_runs, multi_r
     # states the next rollout continues from (global state, recurrent states).
     assert_same_tensors(saved["env_state"], reference["env_state"])
     assert_same_tensors(saved["carried"], reference["carried"])
+    if ALGORITHMS[algo].uses_replay:  # the logged learner statistics are the one device's too
+        single = single_runs[variant]["metrics"]
+        names = [k for k in single[0] if k.split("/")[0] in ("q_loss", "q_taken", "epsilon", "updates")]
+        assert names and len(logged) == len(single) == ITERS
+        for row, want in zip(logged, single):
+            for name in names:
+                assert float(row[name]) == pytest.approx(float(want[name]), rel=1e-4, abs=1e-6), (row["iteration"], name)
 
 
 @pytest.mark.parametrize("variant", RESUMED)
@@ -113,7 +128,7 @@ def test_two_rank_checkpoint_resumes_on_one_rank(variant, single_runs, multi_ran
     """Continuing a 2-rank data-parallel checkpoint in one process for 2 more iterations lands where the
     single run resumed to ITERS + 2 does (the env state, and QMIX's replay buffer, of both ranks were saved
     in global env order)."""
-    _, checkpoint = multi_rank_runs(variant, "data_parallel")
+    _, checkpoint, _ = multi_rank_runs(variant, "data_parallel")
     if variant.startswith("qmix"):
         assert checkpoint["replay"]["buffers"]["inputs"].shape[1] == 4  # both ranks' envs
         assert_same_tensors(checkpoint["replay"]["buffers"], single_runs[variant]["short"]["replay"]["buffers"])

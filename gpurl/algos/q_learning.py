@@ -66,7 +66,10 @@ class QLearner:
             mixer, target_mixer = self.mixers[name], self.target_mixers[name]
         loss = q_loss(self.kind, q_taken, next_value, batch["reward"][:, a], batch["terminated"], self.cfg.gamma,
                       mixer, target_mixer, batch["state"], batch["next_state"], batch["weight"])
-        return loss, q_taken.detach().mean()
+        # The mean Q taken, over this rank's rows of the global draw (the loss weights rows the same way):
+        # summed over the ranks, it is the one-device mean.
+        taken = (q_taken.detach().mean(-1) * batch["weight"]).sum() / q_taken.shape[0]
+        return loss, taken
 
     def _params(self, name: str) -> list[torch.Tensor]:
         mixer = [] if self.mixers is None else list(self.mixers[name].parameters())
@@ -103,6 +106,9 @@ class QLearner:
                     self._update_targets()
                 stats[:, 0] += torch.stack(losses).detach() / cfg.q_updates
                 stats[:, 1] += torch.stack(taken) / cfg.q_updates
+        # Loss and Q taken are this rank's shares of the global draw: their sum over the learner ranks is
+        # the one device's figure (epsilon and the update count are the same on every rank).
+        stats[:, :2] = ctx.comm.all_reduce_(stats[:, :2].contiguous())
         stats[:, 3] = float(self.updates)
         return stats
 
