@@ -252,3 +252,17 @@ def test_first_reset_must_cover_every_env():
     assert env.seed == 9
     assert (env.state.alive == 1).all()
 
+
+
+def test_float_actions_that_require_grad_step_like_plain_ones():
+    """A policy's continuous actions may carry autograd history: the env reads their values (its view of them
+    detaches) and steps exactly as with a plain copy."""
+    envs = [gpurl.make("simple", num_envs=3, device="cpu", seed=4, continuous_actions=True) for _ in range(2)]
+    for env in envs:
+        env.reset()
+    actions = torch.rand((3, 1, 5), generator=torch.Generator().manual_seed(1))
+    tracked = actions.clone().requires_grad_(True) * 1.0  # a non-leaf with history, as a policy would return
+    outputs = [env.step(a)[:2] for env, a in zip(envs, (tracked, actions))]
+    assert tracked.requires_grad
+    assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1])
+    assert not torch.equal(envs[0].state.vel, torch.zeros_like(envs[0].state.vel))

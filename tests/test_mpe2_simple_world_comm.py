@@ -123,6 +123,32 @@ def test_forests_hide_agents_as_in_mpe2():
     assert obs[0, 4:, 24:26].tolist() == [[1, -1], [-1, -1]]
 
 
+def test_forests_past_the_first_64_hide_agents_as_in_mpe2():
+    """66 forests: gpurl keeps each agent's forests as bits, 64 to a word. Only forest 65 (the second word's
+    bit 1) holds anyone: adversary_0 and agent_0. Rows, rewards and the masks equal mpe2's after a no-op step."""
+    params = dict(num_forests=66)
+    env, theirs = make_pair(pairing(**params), num_envs=1)
+    m = theirs[0]
+    env.reset()
+    landmarks = torch.full((69, 2), 0.95)                    # 1 obstacle, 2 food, 66 forests in a corner ...
+    landmarks[:3] = torch.tensor([[0.0, 0.9], [0.8, -0.8], [-0.8, -0.8]])
+    landmarks[3 + 65] = torch.tensor([0.5, 0.5])            # ... but forest 65
+    env.state.landmark_pos[0] = landmarks
+    env.state.pos[0] = torch.tensor([[-0.9, 0.5], [0.55, 0.45], [0.0, -0.3], [-0.45, -0.5], [0.5, 0.6], [0.0, 0.0]])
+    set_world(pairing(**params), m, host_state(env, 0), 0)
+    obs, reward, *_ = env.step(torch.zeros((1, 6), dtype=torch.int64))
+    their_obs, their_reward, *_ = m.step({a: 0 for a in m.possible_agents})
+    for k, name in enumerate(m.possible_agents):
+        np.testing.assert_allclose(obs[0, k, :len(their_obs[name])].numpy(), their_obs[name], atol=1e-6, err_msg=name)
+        assert float(reward[0, k]) == pytest.approx(their_reward[name], abs=1e-5)
+    first_other = 4 + 2 * 69
+    shown = (obs[0, :, first_other:first_other + 10].reshape(6, 5, 2) != 0).any(-1)
+    assert shown[1].tolist() == [False, False, False, True, False]     # adversary_0 sees agent_0 (forest 65)
+    assert shown[2].tolist() == [True, False, True, False, True]       # outside: all but those in forest 65
+    flags = obs[0, 4, first_other + 10:first_other + 10 + 66]          # agent_0's in-forest flags
+    assert flags[65] == 1 and (flags[:65] == -1).all()
+
+
 def test_reset_draw_spreads_agents_and_landmarks():
     """No per-episode draws: agents uniform in [-1, 1)^2, landmarks in [-0.9, 0.9)^2, at rest and silent."""
     env = gpurl.make("simple_world_comm", num_envs=200, device="cpu", seed=5)

@@ -23,6 +23,12 @@ def target_for(device: torch.device) -> str:
     return "cuda" if device.type == "cuda" else "cpu"
 
 
+def host_view(tensor: torch.Tensor):
+    """Zero-copy NumPy view of a CPU ``tensor`` that is not bool: :func:`kernel_view`'s CPU case without its
+    checks (they cost as much as the view), for a per-step argument whose device and dtype the caller checked."""
+    return (tensor.detach() if tensor.requires_grad else tensor).numpy()  # host-ok: a view, no transfer
+
+
 def kernel_view(tensor: torch.Tensor, target: str):
     """Zero-copy array view of ``tensor`` for kernels of ``target``."""
     t = tensor.detach()

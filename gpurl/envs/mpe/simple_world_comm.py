@@ -32,6 +32,7 @@ _FOOD_SHAPING = f32(0.05)    # -0.05 x a good agent's distance to the nearest fo
 _CHASE_SHAPING = f32(0.1)    # -0.1 x an adversary's distance to the nearest good agent
 _BOUND_WEIGHT = f32(2.0)     # -2 x bound(|x|) - 2 x bound(|y|) to a good agent
 _BOUND_START, _BOUND_SLOPE, _BOUND_CAP = f32(0.9), f32(10.0), f32(10.0)
+_BIT, _NO_BITS = np.int64(1), np.int64(0)
 
 DIM_C = 4
 LEADER = Kind("leadadversary", size=0.075, accel=3.0, max_speed=1.0, silent=False)
@@ -69,6 +70,11 @@ class SimpleWorldCommParams(ParticleParams):
     @property
     def num_landmarks(self) -> int:
         return self.num_obstacles + self.num_food + self.num_forests
+
+    @property
+    def forest_words(self) -> int:
+        """int64 words of an agent's forest bits (scratch ``forests``)."""
+        return (self.num_forests + 63) // 64
 
     @property
     def adversary_obs_dim(self) -> int:
@@ -132,14 +138,20 @@ def world_comm_distance(pos, a, b):
 
 
 @device
+def world_comm_in_forest(forests, i, f):
+    """Agent i is in forest f (forests: int64 [N, W], bit f % 64 of word f // 64)."""
+    return (forests[i, f >> 6] >> (f & 63)) & 1 != 0
+
+
+@device
 def world_comm_sees(forests, i, j):
-    """Agent i observes agent j (forests: uint8 [N, F], agent in forest): the leader (agent 0) always;
-    another when i and j share a forest, or neither is in any (mpe2's for-else over the forests)."""
+    """Agent i observes agent j (forests: int64 [N, W], each agent's forests as bits): the leader (agent 0)
+    always; another when i and j share a forest, or neither is in any (mpe2's for-else over the forests)."""
     shared = i == 0
     hidden = False
-    for f in range(forests.shape[1]):
-        shared = shared or (forests[i, f] != 0 and forests[j, f] != 0)
-        hidden = hidden or forests[i, f] != 0 or forests[j, f] != 0
+    for w in range(forests.shape[1]):
+        shared = shared or (forests[i, w] & forests[j, w]) != 0
+        hidden = hidden or (forests[i, w] | forests[j, w]) != 0
     return shared or not hidden
 
 
@@ -160,10 +172,10 @@ def world_comm_velocities(row, k, vel, forests, i, c):
 
 
 @device
-def world_comm_forest_flags(row, k, forests, i):
-    """row[k:] = +1 per forest agent i is in, -1 per other."""
-    for f in range(forests.shape[1]):
-        row[k + f] = _ONE if forests[i, f] != 0 else -_ONE
+def world_comm_forest_flags(row, k, forests, i, num_forests):
+    """row[k:k+num_forests] = +1 per forest agent i is in, -1 per other."""
+    for f in range(num_forests):
+        row[k + f] = _ONE if world_comm_in_forest(forests, i, f) else -_ONE
 
 
 # ---- phases ---------------------------------------------------------------------------------------------
@@ -178,12 +190,19 @@ def world_comm_draw(e, i, s, c, actions):
 
 
 def world_comm_forests(e, i, s, c, actions):
-    """``forests[e, i, f]`` = agent i is in forest f (the observation's visibility rule reads every agent's)."""
+    """``forests[e, i]``: the forests agent i is in, as bits (the observation's visibility rule reads every
+    agent's: a word per pair of agents instead of a loop over the forests)."""
     pos = s.pos[e]
-    for f in range(s.forests.shape[2]):
-        m = c.first_forest + f
-        d = world_comm_landmark_distance(pos, s.landmark_pos[e], i, m)
-        s.forests[e, i, f] = world_comm_touches(s, i, pos.shape[0] + m, d)
+    landmarks = s.landmark_pos[e]
+    forests = s.forests[e]
+    num_forests = landmarks.shape[0] - c.first_forest
+    for w in range(forests.shape[1]):
+        word = _NO_BITS
+        for f in range(64 * w, min(num_forests, 64 * w + 64)):
+            m = c.first_forest + f
+            if world_comm_touches(s, i, pos.shape[0] + m, world_comm_landmark_distance(pos, landmarks, i, m)):
+                word |= _BIT << (f - 64 * w)
+        forests[i, w] = word
 
 
 def world_comm_reward(e, s, c, actions):
@@ -226,10 +245,10 @@ def world_comm_observe(e, i, s, c, actions):
             k = world_comm_pair(row, k, pos[j, 0] - px, pos[j, 1] - py, world_comm_sees(forests, i, j))
     # mpe2 puts an adversary's view of the good agents' velocities before its forest flags, a good agent's after
     adversary = i < c.num_adversaries
-    num_flags = forests.shape[1]
+    num_flags = landmarks.shape[0] - c.first_forest
     num_velocities = 2 * (pos.shape[0] - c.num_adversaries) - (0 if adversary else 2)
     world_comm_velocities(row, k if adversary else k + num_flags, s.vel[e], forests, i, c)
-    world_comm_forest_flags(row, k + num_velocities if adversary else k, forests, i)
+    world_comm_forest_flags(row, k + num_velocities if adversary else k, forests, i, num_flags)
     k += num_velocities + num_flags
     if adversary:
         for d in range(c.dim_c):
@@ -249,14 +268,14 @@ class SimpleWorldComm(ParticleEnv):
     Groups: ``leadadversary`` (agent 0: Discrete(20) = move + 5 x message, or Box 9: moves then message),
     ``adversary`` (agents 1..A-1, absent when A = 1) and ``agent`` (the G good agents), Discrete(5) / Box 5.
     State: ``pos``, ``vel``, ``comm`` (the leader's message; zeros for the silent others), ``landmark_pos``
-    (obstacles, food, forests), ``timestep``; no per-episode draws. Scratch ``forests`` [E, N, F]: which
-    forests each agent is in, recomputed from the state before every observation.
+    (obstacles, food, forests), ``timestep``; no per-episode draws. Scratch ``forests`` int64 [E, N, ceil(F / 64)]:
+    the forests each agent is in as bits, recomputed from the state before every observation.
     """
 
     name = "simple_world_comm"
     params_type = SimpleWorldCommParams
     state = particle_state(talks=True)
-    scratch = {**particle_scratch(talks=True), "forests": field("uint8", "agents", "num_forests")}
+    scratch = {**particle_scratch(talks=True), "forests": field("int64", "agents", "forest_words")}
     step_phases = particle_step(per_env(world_comm_reward), *_OBSERVE)
     start_phases = particle_start([per_agent(world_comm_draw)], _OBSERVE)
 
