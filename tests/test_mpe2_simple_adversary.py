@@ -79,3 +79,27 @@ def test_goal_draw_spread_and_observed():
 
 def test_pettingzoo_adapter_passes_the_api_test_with_mpe2s_names_and_spaces():
     check_pettingzoo("simple_adversary", simple_adversary_v3)
+
+
+@pytest.mark.parametrize("neighbors", [(None, None), (1, 2)], ids=["all", "nearest"])
+def test_fixed_world_build_with_its_selections_is_bit_identical_to_the_run_time_build(neighbors, monkeypatch):
+    """A large CPU batch's build fixes the world and the observation's selections (ADVERSARY_NEIGHBORS), so
+    the search it does not use compiles away; it computes the bits of the run-time build the tests' small
+    batches (and mpe2's parity above) use."""
+    from gpurl.envs import base
+
+    params = dict(num_envs=8, device="cpu", seed=2, validate=False, num_landmark_neighbors=neighbors[0],
+                  num_agent_neighbors=neighbors[1])
+    runtime = gpurl.make("simple_adversary", **params)
+    monkeypatch.setattr(base, "FIXED_AGENTS_MIN_ENVS", 1)
+    fixed = gpurl.make("simple_adversary", **params)
+    assert runtime._build_constants == ()
+    assert dict(fixed._build_constants)["ADVERSARY_NEIGHBORS"] == tuple(k or 0 for k in neighbors)
+    gen = torch.Generator().manual_seed(0)
+    for env in (runtime, fixed):
+        env.reset()
+    for t in range(30):  # past the 25-step episodes: autoresets draw and observe through the fixed build too
+        actions = torch.randint(0, 5, (8, 3), generator=gen)
+        for name, a, b in zip(("obs", "reward", "terminated", "truncated"), runtime.step(actions)[:4],
+                              fixed.step(actions)[:4]):
+            assert torch.equal(a, b), (t, name)

@@ -22,6 +22,9 @@ NUM_ADVERSARIES = 1
 ADVERSARY = Kind("adversary", size=0.15, collide=False)
 GOOD = Kind("agent", size=0.15, collide=False)
 LANDMARK = Kind("landmark", size=0.08, movable=False, collide=False)
+#: The observation's selections (landmarks, agents) as a fixed-world build fixes them (k, or 0 for all in order;
+#: :meth:`SimpleAdversary.build_constants`), so the search it does not use compiles away; -1: read ``c``.
+ADVERSARY_NEIGHBORS = (-1, -1)
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,10 @@ def simple_adversary_observe(e, i, s, c, actions):
         row[0] = gx - px
         row[1] = gy - py
         col = 2
-    col = observe_relative(row, col, s.landmark_pos[e], -1, px, py, c.landmark_neighbors)
-    col = observe_relative(row, col, s.pos[e], i, px, py, c.agent_neighbors)
+    fixed = ADVERSARY_NEIGHBORS[0] >= 0
+    col = observe_relative(row, col, s.landmark_pos[e], -1, px, py,
+                           ADVERSARY_NEIGHBORS[0] if fixed else c.landmark_neighbors)
+    col = observe_relative(row, col, s.pos[e], i, px, py, ADVERSARY_NEIGHBORS[1] if fixed else c.agent_neighbors)
     zero_fill(row, col)
 
 
@@ -111,6 +116,13 @@ class SimpleAdversary(ParticleEnv):
                                         prefix="adversary"),
                              AgentGroup("agent", p.N, GOOD, obs_dim=2 + landmarks + others, prefix="agent")),
                      landmarks=(Landmarks(p.N, LANDMARK),), dim_c=2)
+
+    def build_constants(self) -> dict:
+        fixed = super().build_constants()
+        if fixed:  # a fixed world (a large CPU batch): its selections too
+            p = self.params
+            fixed["ADVERSARY_NEIGHBORS"] = (p.num_landmark_neighbors or 0, p.num_agent_neighbors or 0)
+        return fixed
 
     def scenario_constants(self) -> dict:
         """k of the k-nearest selections, 0 for full observability."""
