@@ -13,6 +13,7 @@ from .env import ParticleEnv, particle_scratch, particle_start, particle_state, 
 from .goals import draw_goal_and_positions, entity_position, goal_distance, zero_fill
 from .nearest import observe_relative
 from .params import ParticleParams
+from .physics import particle_agents
 from .phases import particle_finish
 from .world import AgentGroup, Kind, Landmarks, World
 
@@ -66,9 +67,10 @@ def simple_adversary_reward(e, s, c, actions):
         s.reward[e, a] = -d
         adversary_distance += d
     nearest = _INF
-    for a in range(NUM_ADVERSARIES, s.pos.shape[1]):
+    num_agents = particle_agents(s.pos.shape[1])
+    for a in range(NUM_ADVERSARIES, num_agents):
         nearest = min(nearest, goal_distance(e, s, a))
-    for a in range(NUM_ADVERSARIES, s.pos.shape[1]):
+    for a in range(NUM_ADVERSARIES, num_agents):
         s.reward[e, a] = adversary_distance - nearest
     particle_finish(e, s, c, False)
 
