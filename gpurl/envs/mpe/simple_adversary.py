@@ -67,7 +67,7 @@ def simple_adversary_reward(e, s, c, actions):
         s.reward[e, a] = -d
         adversary_distance += d
     nearest = _INF
-    num_agents = particle_agents(s.pos.shape[1])
+    num_agents = particle_agents(s.pos.shape[1])  # a literal in a fixed-world build: the loops unroll
     for a in range(NUM_ADVERSARIES, num_agents):
         nearest = min(nearest, goal_distance(e, s, a))
     for a in range(NUM_ADVERSARIES, num_agents):
