@@ -2,8 +2,8 @@
 feed-forward actor without a critic (``WITH_VALUE`` false), against the one definition of acting,
 ``ActorCritic.act``.
 
-Actions must be identical (same counter-RNG bits, same inverse-CDF comparison), log-probs and the new
-hidden state within 1e-5. The shapes are irregular (7 envs x 3 agents of 5, 13 inputs, GRU widths 24
+Actions must be identical (same counter-RNG bits, same inverse-CDF comparison), log-probs within 1e-5,
+the new hidden state within 5e-5 of the definition computed in float64 (as the float32 definition is). The shapes are irregular (7 envs x 3 agents of 5, 13 inputs, GRU widths 24
 and 32 padded to 32, heads [4, 3] and [5], tanh and relu) and every tensor is a slot of rollout-shaped
 storage as the trainer holds it: observations [T + 1, E, N, D + 3], hidden states [T + 1, E, N, H + 5]
 (a wider last dimension than H, so a store of a padded unit would show), episode starts [T + 1, E]
@@ -11,6 +11,8 @@ with some set. Two chained steps (each side carrying its own state) check the re
 interpreter costs per program, so the row counts stay at one or two programs.
 """
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
@@ -92,10 +94,12 @@ def test_gru_step_matches_the_definition_over_two_chained_steps(variant):
     for w in (packed.wx, packed.wh):
         assert (w.view(3, 32, 32)[:, H:] == 0).all() and (w[:, H:] == 0).all()
     assert (packed.bx.view(3, 32)[:, H:] == 0).all() and (packed.bh.view(3, 32)[:, H:] == 0).all()
-    buffers = {"kernel": storage(H, heads, seed=5), "definition": storage(H, heads, seed=5)}
+    buffers = {"kernel": storage(H, heads, seed=5), "definition": storage(H, heads, seed=5),
+               "exact": {k: v.double() if v.is_floating_point() else v for k, v in storage(H, heads, seed=5).items()}}
+    exact_policy = copy.deepcopy(policy).double()
     seed = seed_tensor(2**40 + 2**31 + 9, "cpu")
     for t in range(2):
-        for side, run in (("kernel", gru_actor_step_triton), ("definition", None)):
+        for side, run in (("kernel", gru_actor_step_triton), ("definition", None), ("exact", None)):
             s = buffers[side]
             x = s["obs"][t, :, AGENTS, :D]
             h_in, h_out = s["hidden"][t, :, AGENTS, :H], s["hidden"][t + 1, :, AGENTS, :H]
@@ -103,13 +107,18 @@ def test_gru_step_matches_the_definition_over_two_chained_steps(variant):
             args = (x, h_in, s["starts"][t], torch.tensor([11 + t]), seed)
             outs = (s["action"][t, :, AGENTS], s["log_prob"][t, :, AGENTS], h_out)
             if run is None:
-                act_ref(policy, *args, *outs)
+                act_ref(exact_policy if side == "exact" else policy, *args, *outs)
             else:
                 run(x, packed, h_in, s["starts"][t], args[3], seed, 2, N, AGENTS.start, *outs)
         k, d = buffers["kernel"], buffers["definition"]
         assert torch.equal(k["action"][t], d["action"][t]), f"step {t}: rows sample different actions"
         torch.testing.assert_close(k["log_prob"][t], d["log_prob"][t], rtol=0, atol=1e-5)
-        torch.testing.assert_close(k["hidden"][t + 1], d["hidden"][t + 1], rtol=0, atol=1e-5)
+        # The new hidden state against the definition in float64: on inputs up to ~120 the recurrence leaves
+        # float32 results some 1e-5 from it, the float32 definition as far as the kernel (and by how much
+        # depends on the CPU: torch's matmul sums in its own order), so neither is the other's reference here.
+        exact = buffers["exact"]["hidden"][t + 1].float()
+        torch.testing.assert_close(d["hidden"][t + 1], exact, rtol=0, atol=5e-5)
+        torch.testing.assert_close(k["hidden"][t + 1], exact, rtol=0, atol=5e-5)
     # Only the group's slice of slots 1 and 2 was written, and never a unit beyond H.
     hidden = buffers["kernel"]["hidden"]
     written = torch.zeros(T + 1, E, N, H + 5, dtype=torch.bool)
