@@ -87,8 +87,9 @@ def multi_rank_runs(tmp_path_factory):
             results = [json.loads(line.removeprefix("VARIANT ")) for line in out.stdout.splitlines()
                        if line.startswith("VARIANT ")]
             assert [r["variant"] for r in results] == VARIANTS, out.stdout[-2000:]
-            done[dist] = {r["variant"]: (r, load_checkpoint(root / r["variant"].replace(":", "-") / "checkpoint.pt"),
-                                         metrics(root / r["variant"].replace(":", "-"))) for r in results}
+            folders = {r["variant"]: root / r["variant"].replace(":", "-") for r in results}
+            done[dist] = {r["variant"]: (r, load_checkpoint(folders[r["variant"]] / "checkpoint.pt"),
+                                         metrics(folders[r["variant"]])) for r in results}
         return done[dist][variant]
 
     return run

@@ -14,7 +14,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from ..kernels.interop import current_stream, host_view, kernel_view, simulator_enabled, target_for
+from ..kernels.interop import current_stream, kernel_view, simulator_enabled, target_for
 from ..kernels.fields import Field, struct_type
 from ..kernels.program import FIXED_AGENTS
 from ..kernels.targets import freeze_constants
@@ -241,8 +241,7 @@ class KernelEnv(StepInputChecks):
         arrays = self._arrays
         if out is not None:  # a trainer's rollout slot: the kernel writes there directly
             arrays = arrays._replace(**{k: self._view(v) for k, v in self._output_tensors(out).items()})
-        # A CPU step's actions were checked by _action_tensor (CPU, int64 or float32): no kernel_view checks.
-        self._launch(arrays, self._consts, host_view(actions) if self._direct is not None else self._view(actions))
+        self._launch(arrays, self._consts, self._view(actions))
 
     def step_metrics(self) -> dict[str, torch.Tensor]:
         """Per-env event counts of the last step, float32 [num_envs] on the device (no host sync): the

@@ -23,18 +23,14 @@ def target_for(device: torch.device) -> str:
     return "cuda" if device.type == "cuda" else "cpu"
 
 
-def host_view(tensor: torch.Tensor):
-    """Zero-copy NumPy view of a CPU ``tensor`` that is not bool: :func:`kernel_view`'s CPU case without its
-    checks (they cost as much as the view), for a per-step argument whose device and dtype the caller checked."""
-    return (tensor.detach() if tensor.requires_grad else tensor).numpy()  # host-ok: a view, no transfer
-
-
 def kernel_view(tensor: torch.Tensor, target: str):
-    """Zero-copy array view of ``tensor`` for kernels of ``target``."""
-    t = tensor.detach()
+    """Zero-copy array view of ``tensor`` for kernels of ``target``. Env steps view their actions and output
+    slots with it every step, so it reads cheap attributes only (``is_cpu``, not ``device.type``; no detach
+    unless the tensor carries autograd history)."""
+    t = tensor.detach() if tensor.requires_grad else tensor
     if t.dtype == torch.bool:
         t = t.view(torch.uint8)
-    if t.device.type == "cpu":
+    if t.is_cpu:
         return t.numpy()  # host-ok: a zero-copy view of host memory, no transfer
     if target != "cuda":
         raise ValueError(f"a {t.device} tensor cannot feed a {target!r} kernel")

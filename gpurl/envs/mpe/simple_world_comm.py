@@ -138,6 +138,12 @@ def world_comm_distance(pos, a, b):
 
 
 @device
+def world_comm_num_forests(landmarks, c):
+    """F: the landmarks after the obstacles and the food (landmarks: [L, 2])."""
+    return landmarks.shape[0] - c.first_forest
+
+
+@device
 def world_comm_in_forest(forests, i, f):
     """Agent i is in forest f (forests: int64 [N, W], bit f % 64 of word f // 64)."""
     return (forests[i, f >> 6] >> (f & 63)) & 1 != 0
@@ -195,7 +201,7 @@ def world_comm_forests(e, i, s, c, actions):
     pos = s.pos[e]
     landmarks = s.landmark_pos[e]
     forests = s.forests[e]
-    num_forests = landmarks.shape[0] - c.first_forest
+    num_forests = world_comm_num_forests(landmarks, c)
     for w in range(forests.shape[1]):
         word = _NO_BITS
         for f in range(64 * w, min(num_forests, 64 * w + 64)):
@@ -245,7 +251,7 @@ def world_comm_observe(e, i, s, c, actions):
             k = world_comm_pair(row, k, pos[j, 0] - px, pos[j, 1] - py, world_comm_sees(forests, i, j))
     # mpe2 puts an adversary's view of the good agents' velocities before its forest flags, a good agent's after
     adversary = i < c.num_adversaries
-    num_flags = landmarks.shape[0] - c.first_forest
+    num_flags = world_comm_num_forests(landmarks, c)
     num_velocities = 2 * (pos.shape[0] - c.num_adversaries) - (0 if adversary else 2)
     world_comm_velocities(row, k if adversary else k + num_flags, s.vel[e], forests, i, c)
     world_comm_forest_flags(row, k + num_velocities if adversary else k, forests, i, num_flags)
