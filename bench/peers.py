@@ -4,7 +4,8 @@ PPO training on simple_tag.
 
 Env throughput: every scenario of mpe2 1.1.1's MPE suite (``--scenarios``, default all twelve, each in
 mpe2's default configuration; ``name:key=value:...`` overrides mpe2 parameters) stepped by gpurl
-(``env.step``), JaxMARL (its ``MPE_*`` port, measured two ways, below), VMAS (its port of the name) and
+(``env.step``; on CUDA also ``gpurl_graph``: 64 steps captured as one CUDA graph and replayed, the way
+gpurl's trainer steps envs there), JaxMARL (its ``MPE_*`` port, measured two ways, below), VMAS (its port of the name) and
 PettingZoo mpe2 (one Python env per env, up to ``--mpe2-max-envs``) over ``--num-envs``, uniformly
 random Discrete actions within each agent's own space in each library, episodes autoreset after
 max_cycles steps. A scenario gpurl does not have yet, or a peer lacks, is named and skipped. For each
@@ -69,7 +70,8 @@ def parse_args(argv=None):
                     help="comma-separated scenarios, each NAME or NAME:key=value:... overriding mpe2 parameters "
                          f"(default: all of {list(SCENARIOS)})")
     ap.add_argument("--num-envs", default=None, help="comma-separated num_envs (default 1,16,256,4096; quick 1,256,4096)")
-    ap.add_argument("--peers", default=",".join(RUNNERS), help="comma-separated peers to run (gpurl always)")
+    ap.add_argument("--peers", default=None, help=f"comma-separated of {list(RUNNERS)} (gpurl always; default: "
+                    "all, gpurl_graph only on CUDA)")
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per cell (default 5, quick 3)")
     ap.add_argument("--chunk-seconds", type=float, default=None,
                     help="target seconds of one peer's turn (default 0.3, quick 0.15)")
@@ -131,6 +133,8 @@ def main(argv=None) -> dict:
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     versions, missing = peer_versions()
+    if args.peers is None:
+        args.peers = ",".join(p for p in RUNNERS if device.type == "cuda" or p != "gpurl_graph")
     wanted = ["gpurl"] + [p.strip() for p in args.peers.split(",") if p.strip() and p.strip() != "gpurl"]
     unknown = [p for p in wanted if p not in RUNNERS]
     if unknown:

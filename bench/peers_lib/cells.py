@@ -45,7 +45,7 @@ def bench_cell(cfg: RunConfig, num_envs: int, peers: list, args, device, say) ->
         if peer == "mpe2" and num_envs > args.mpe2_max_envs:
             cell["peers"][peer] = {"skipped": f"num_envs > --mpe2-max-envs {args.mpe2_max_envs}"}
             continue
-        if peer != "gpurl" and args.max_agents and num_envs * cfg.num_agents > args.max_agents:
+        if not peer.startswith("gpurl") and args.max_agents and num_envs * cfg.num_agents > args.max_agents:
             cell["peers"][peer] = {"skipped": "num_envs x agents > --max-agents"}
             continue
         runner, compile_s, per_step = build(peer, cfg, num_envs, device, args.seed, say)
@@ -68,11 +68,14 @@ def bench_cell(cfg: RunConfig, num_envs: int, peers: list, args, device, say) ->
                                    rounds=[round(r, 1) for r in rs],
                                    agent_steps_per_s=float(np.median(rs)) * cfg.num_agents)
     cell["load_after"] = round(os.getloadavg()[0], 2)
-    if "gpurl" in rates:
-        cell["ratio_gpurl_over"] = {peer: float(np.median(np.array(rates["gpurl"]) / np.array(rs)))
-                                    for peer, rs in rates.items() if peer != "gpurl"}
-        cell["ratio_best_gpurl_over"] = {peer: float(np.max(rates["gpurl"]) / np.max(rs))
-                                         for peer, rs in rates.items() if peer != "gpurl"}
+    for ours in ("gpurl", "gpurl_graph"):  # gpurl stepped per call, and (CUDA) replayed as graphs
+        if ours in rates:
+            theirs = {peer: rs for peer, rs in rates.items() if not peer.startswith("gpurl") or peer == "gpurl_graph"}
+            theirs.pop(ours, None)
+            cell[f"ratio_{ours}_over"] = {peer: float(np.median(np.array(rates[ours]) / np.array(rs)))
+                                          for peer, rs in theirs.items()}
+            cell[f"ratio_best_{ours}_over"] = {peer: float(np.max(rates[ours]) / np.max(rs))
+                                               for peer, rs in theirs.items()}
     del runners
     gc.collect()
     return cell

@@ -105,6 +105,38 @@ class GpurlRunner:
         return time.perf_counter() - start
 
 
+class GpurlGraphRunner(GpurlRunner):
+    """``gpurl.make`` as :class:`GpurlRunner`, stepped the way gpurl's trainer steps it on CUDA: ``granularity``
+    ``env.step`` calls captured once as one CUDA graph and replayed (no per-step Python or launch cost).
+    CUDA only: a graph is a CUDA object."""
+
+    name = "gpurl_graph"
+    granularity = 64  # a multiple of POOL: every replay cycles through the same actions
+
+    def __init__(self, cfg: RunConfig, num_envs: int, device: torch.device, seed: int = 0):
+        if device.type != "cuda":
+            raise Unsupported("CUDA graphs need a CUDA device")
+        super().__init__(cfg, num_envs, device, seed)
+        self._steps()  # compiles outside the capture and settles the env's buffers
+        torch.cuda.synchronize(device)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self._steps()
+        self.where = f"{device} (CUDA graph of {self.granularity} steps)"
+
+    def _steps(self):
+        for i in range(self.granularity):
+            self.env.step(self.actions[i % POOL])
+
+    def run(self, steps: int) -> float:
+        self._sync()
+        start = time.perf_counter()
+        for _ in range(max(1, -(-steps // self.granularity))):
+            self.graph.replay()
+        self._sync()
+        return time.perf_counter() - start
+
+
 def jax_steps_per_call(num_envs: int, num_agents: int) -> int:
     """Steps per jitted call: enough work per dispatch, but a call of the big cells stays well under a second."""
     return int(max(4, min(128, 2 ** int(np.log2(max(1.0, 65536 / (num_envs * num_agents)))))))
@@ -278,5 +310,5 @@ class MPE2Runner:
         return time.perf_counter() - start
 
 
-RUNNERS = {"gpurl": GpurlRunner, "jaxmarl": JaxMARLRunner, "jaxmarl_fused": JaxMARLFusedRunner,
+RUNNERS = {"gpurl": GpurlRunner, "gpurl_graph": GpurlGraphRunner, "jaxmarl": JaxMARLRunner, "jaxmarl_fused": JaxMARLFusedRunner,
            "vmas": VMASRunner, "mpe2": MPE2Runner}

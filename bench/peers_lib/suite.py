@@ -32,6 +32,8 @@ def plan_scenario(cfg: RunConfig, peers: list, registered: list) -> dict:
                     raise Unsupported(f"gpurl has no {cfg.name} yet")
                 kw = ", ".join(f"{k}={v!r}" for k, v in cfg.gpurl_kwargs().items())
                 plan[peer] = f"gpurl.make({cfg.name!r}, {kw}, validate=False, global_state=False), autoreset"
+            elif peer == "gpurl_graph":
+                plan[peer] = "as gpurl, 64 env.step calls captured as one CUDA graph and replayed (CUDA only)"
             elif peer in ("jaxmarl", "jaxmarl_fused"):
                 env_id, kw = cfg.jaxmarl()
                 plan[peer] = f"jaxmarl.make({env_id!r}, **{kw}) (episodes of max_steps + 1 = {cfg.max_cycles} steps)"
@@ -75,6 +77,10 @@ def run_scenario(cfg: RunConfig, sizes: list, peers: list, args, device, registe
             + " ".join(f"{_r(med[p]) + ' / ' + _r(best[p]):>19s}" if p in med else f"{'-':>19s}"
                        for p in running if p != "gpurl")
             + f" {way or '-':>13s} {cell['load_before']:5.2f}/{cell['load_after']:5.2f}")
+        graph_med, graph_best = cell.get("ratio_gpurl_graph_over", {}), cell.get("ratio_best_gpurl_graph_over", {})
+        if graph_best:
+            say("         gpurl_graph / " + ", ".join(f"{p} {_r(graph_med[p])} / {_r(graph_best[p])}"
+                                                    for p in graph_best))
         for peer, entry in cell["peers"].items():
             if "spaces" in entry and peer not in built:
                 built[peer] = entry
