@@ -60,10 +60,11 @@ def global_agent_ids(E: int, n: int, env_offset: int, num_agents: int, group_sta
 
 
 def _act(policies: list[ActorCritic], inputs: list[torch.Tensor], ids: list[torch.Tensor], step: torch.Tensor,
-         seed: torch.Tensor, hiddens: list, starts: list) -> list[tuple]:
+         seed: torch.Tensor, hiddens: list, starts: list, deterministic: bool = False) -> list[tuple]:
     """Every group's ``act`` in one call (one compiled graph per step, not one per group); ``hiddens``
     and ``starts`` hold None for feed-forward groups."""
-    return [policy.act(x, i, step, seed, h, s) for policy, x, i, h, s in zip(policies, inputs, ids, hiddens, starts)]
+    return [policy.act(x, i, step, seed, h, s, deterministic)
+            for policy, x, i, h, s in zip(policies, inputs, ids, hiddens, starts)]
 
 
 def _values(policies: list[ActorCritic], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -104,14 +105,21 @@ class Acting:
 
     @torch.no_grad()
     def __call__(self, inputs: dict[str, torch.Tensor], step: torch.Tensor, outputs: dict[str, tuple],
-                 seed: torch.Tensor | None = None, hidden: dict[str, tuple] | None = None) -> None:
+                 seed: torch.Tensor | None = None, hidden: dict[str, tuple] | None = None,
+                 deterministic: bool = False) -> None:
         """``inputs[name]`` float32 [E, n, in_dim]; step int64 [1]; writes ``outputs[name]`` = (action
         [E, n, action_dims], log_prob [E, n], value [E, n] or None) (views of the rollout storage; a
         group whose policy has no critic passes None, and one that passes None gets no value).
 
         A recurrent group also takes ``hidden[name]`` = (hidden_in float32 [E, n, H], starts bool [E],
         hidden_out float32 [E, n, H]): the state carried in (zeroed first where ``starts``: that
-        observation begins an episode) and where the new state goes (the next slot: not hidden_in)."""
+        observation begins an episode) and where the new state goes (the next slot: not hidden_in).
+
+        ``deterministic``: every group's most likely action (evaluation); the fused kernel samples only,
+        so a group it acts for refuses it."""
+        if deterministic and self.packed:
+            raise ValueError(f"deterministic acting runs the torch definition; groups {sorted(self.packed)} act by "
+                             "the fused kernel (policy_backend 'triton'): use policy_backend 'eager' or 'compiled'")
         seed = self.seed if seed is None else seed
         hidden = {} if hidden is None else hidden
         for name in self.policies:
@@ -134,9 +142,9 @@ class Acting:
                 value = outputs[name][2]
                 value.copy_(v.view(value.shape))
         if self.torch_groups:
-            self._act_torch(inputs, step, outputs, seed, hidden)
+            self._act_torch(inputs, step, outputs, seed, hidden, deterministic)
 
-    def _act_torch(self, inputs, step, outputs, seed, hidden) -> None:
+    def _act_torch(self, inputs, step, outputs, seed, hidden, deterministic: bool) -> None:
         groups = self.torch_groups
         shapes = [inputs[name].shape for name in groups]
         rows = [inputs[name].reshape(E * n, D) for name, (E, n, D) in zip(groups, shapes)]
@@ -147,7 +155,8 @@ class Acting:
             h_in, start, _ = hidden.get(name, (None, None, None))
             states.append(None if h_in is None else h_in.reshape(E * n, h_in.shape[-1]))
             starts.append(None if start is None else start.unsqueeze(1).expand(E, n).reshape(E * n))
-        results = self._act([self.policies[name] for name in groups], rows, ids, step, seed, states, starts)
+        results = self._act([self.policies[name] for name in groups], rows, ids, step, seed, states, starts,
+                            deterministic)
         for name, (E, n, _), (a, lp, v, h) in zip(groups, shapes, results):
             action, log_prob, value = outputs[name]
             action.copy_(a.view(E, n, -1))

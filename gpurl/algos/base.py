@@ -98,9 +98,11 @@ class ActorFragment(Protocol):
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
 
-    def run(self, storage, t: int, step: torch.Tensor, seed: torch.Tensor | None = None) -> None:
+    def run(self, storage, t: int, step: torch.Tensor, seed: torch.Tensor | None = None,
+            deterministic: bool = False) -> None:
         """``step``: int64 [1] on the device, the counter RNG's global step; ``seed``: int64 [2] to act
-        with another seed (evaluation), None for the run's."""
+        with another seed (evaluation), None for the run's; ``deterministic``: each agent's most likely
+        action instead of a sample (evaluation)."""
 
 
 class LearnerFragment(Protocol):

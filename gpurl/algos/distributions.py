@@ -70,6 +70,12 @@ class Categoricals:
         parts = [inverse_cdf(part, u[:, h]) for h, part in enumerate(self._heads(logits))]
         return torch.stack([a for a, _ in parts], -1), sum(lp for _, lp in parts)
 
+    def mode(self, logits: torch.Tensor) -> torch.Tensor:
+        """The most likely action, int64 [B, heads]: each head's argmax (the lowest index on ties)."""
+        if self._uniform:
+            return self._heads(logits)[0].argmax(-1)
+        return torch.stack([part.argmax(-1) for part in self._heads(logits)], -1)
+
     def log_prob_entropy(self, logits: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor):
         """``(log_prob [B], entropy [B])`` of ``actions`` int64 [B, heads], summed over heads."""
         if self._uniform:
@@ -101,6 +107,10 @@ class DiagGaussian:
         radius = torch.sqrt(-2.0 * torch.log1p(-u[:, 0::2]))  # 1 - u in (0, 1]: the log is finite
         noise = radius * torch.cos((2.0 * math.pi) * u[:, 1::2])
         return mean + noise * log_std.exp(), self._log_prob(noise, log_std)
+
+    def mode(self, mean: torch.Tensor) -> torch.Tensor:
+        """The most likely action, float32 [B, dims]: the mean."""
+        return mean
 
     def _log_prob(self, noise: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
         return (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)

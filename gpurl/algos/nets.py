@@ -122,9 +122,9 @@ class ActorCritic(nn.Module):
         return self.critic(self.obs_norm(obs)).squeeze(-1)
 
     def act(self, obs: torch.Tensor, agent_ids: torch.Tensor, step: torch.Tensor, seed: torch.Tensor,
-            hidden: torch.Tensor | None = None, start: torch.Tensor | None = None):
+            hidden: torch.Tensor | None = None, start: torch.Tensor | None = None, deterministic: bool = False):
         """Sample actions: ``(action [B, action_dims], log_prob [B], value [B] or None, hidden' [B, H]
-        or None)``.
+        or None)``; ``deterministic``: the most likely action instead (evaluation), with its log-prob.
 
         The uniforms come from the counter RNG keyed by ``seed`` (int64 [2]: the low and high 32
         bits), ``agent_ids`` (int64 [B], global agent ids), ``step`` (int64 [1]) and the head. A
@@ -135,9 +135,13 @@ class ActorCritic(nn.Module):
             params, hidden = self.actor.step(x, hidden, start)
         else:
             params, hidden = self.actor(x), None
-        heads = torch.arange(self.dist.num_uniforms, device=obs.device)
-        u = uniform_ref(seed, agent_ids.unsqueeze(1), step, heads)
-        action, log_prob = self.dist.sample(params, self.log_std, u)
+        if deterministic:
+            action = self.dist.mode(params)
+            log_prob = self.dist.log_prob_entropy(params, self.log_std, action)[0]
+        else:
+            heads = torch.arange(self.dist.num_uniforms, device=obs.device)
+            u = uniform_ref(seed, agent_ids.unsqueeze(1), step, heads)
+            action, log_prob = self.dist.sample(params, self.log_std, u)
         value = self.critic(x).squeeze(-1) if self.critic is not None else None
         return action, log_prob, value, hidden
 

@@ -40,7 +40,7 @@ class PPOActor:
     def __init__(self, groups, acting: Acting, recurrent: bool, critic_pass=None):
         self.groups, self.acting, self.recurrent, self.critic_pass = groups, acting, recurrent, critic_pass
 
-    def run(self, s, t: int, step: torch.Tensor, seed: torch.Tensor | None = None) -> None:
+    def run(self, s, t: int, step: torch.Tensor, seed: torch.Tensor | None = None, deterministic: bool = False) -> None:
         inputs, outputs, carried = {}, {}, {}
         for name in self.acting.policies:
             group = self.groups[name]
@@ -50,7 +50,7 @@ class PPOActor:
                              None if self.critic_pass is not None else s.value[t, :, a])
             if self.recurrent:
                 carried[name] = (s.hidden[t, :, a], s.starts[s.history + t], s.hidden[t + 1, :, a])
-        self.acting(inputs, step, outputs, seed, hidden=carried or None)
+        self.acting(inputs, step, outputs, seed, hidden=carried or None, deterministic=deterministic)
         if self.critic_pass is not None:
             for name, v in zip(self.acting.policies, self.critic_pass(s.global_state[t])):
                 s.value[t, :, self.groups[name].agents] = v

@@ -74,8 +74,9 @@ class QActor:
             packed.sync()
 
     @torch.no_grad()
-    def run(self, s, t: int, step: torch.Tensor, seed: torch.Tensor | None = None) -> None:
-        epsilon = self.epsilon(step) if seed is None else self.greedy
+    def run(self, s, t: int, step: torch.Tensor, seed: torch.Tensor | None = None, deterministic: bool = False) -> None:
+        # An evaluation (its own seed) or deterministic acting is greedy: the policy Q-learning learns.
+        epsilon = self.epsilon(step) if seed is None and not deterministic else self.greedy
         seed = self.seed if seed is None else seed
         names = list(self.nets)
         inputs = [s.policy_input(t, t + 1, self.groups[name].agents, self.groups[name].obs_dim)[0]

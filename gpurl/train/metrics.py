@@ -29,15 +29,24 @@ class EpisodeStats:
         self._step_row = torch.zeros(E, G + 1 + M, **f32)
         self._step_row[:, G] = 1.0  # length column
 
+    def columns(self) -> list[str]:
+        """What each accumulator column sums, as ``read`` names its mean."""
+        return ([f"return/{name}" for name in self.groups] + ["episode_length"]
+                + [f"{name}_per_episode" for name in self.metric_names])
+
     def update(self, reward: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,
-               metrics: dict[str, torch.Tensor]) -> None:
-        """One step: reward float32 [E, N], flags bool [E], metrics float32 [E] each."""
+               metrics: dict[str, torch.Tensor], totals: torch.Tensor | None = None) -> None:
+        """One step: reward float32 [E, N], flags bool [E], metrics float32 [E] each. ``totals`` float32
+        [E, len(columns())]: receives every env's episode totals up to this step (those of the envs whose
+        episode ended here are that episode's: an evaluation reads them one by one)."""
         G = len(self.groups)
         for g, agents in enumerate(self.groups.values()):
             torch.mean(reward[:, agents], dim=1, out=self._step_row[:, g])
         for m, name in enumerate(self.metric_names):
             self._step_row[:, G + 1 + m] = metrics[name]
         self._running += self._step_row
+        if totals is not None:
+            totals.copy_(self._running)
         ended = (terminated | truncated).to(torch.float32)
         self._done_sum += ended @ self._running
         self._done_count += ended.sum()
@@ -57,10 +66,7 @@ class EpisodeStats:
         sums = totals[:-1]
         self._done_sum.zero_()
         self._done_count.zero_()
-        G = len(self.groups)
-        out = {f"return/{name}": sums[g] / count for g, name in enumerate(self.groups)}
-        out["episode_length"] = sums[G] / count
-        out.update({f"{name}_per_episode": sums[G + 1 + m] / count for m, name in enumerate(self.metric_names)})
+        out = {name: total / count for name, total in zip(self.columns(), sums)}
         out["episodes"] = count
         return out
 
