@@ -6,6 +6,8 @@ defaults; it runs the config under its distribution policy and ends with one ``R
     gpurl train --preset tag-10v100 --num-envs 100 --iters 20
     gpurl train --resume runs/<dir>/checkpoint.pt --iters 400
     gpurl train --preset simple-tag --log-dir runs/st --resume auto   # continue runs/st if it has a checkpoint
+    gpurl train --preset simple-tag --seeds 0,1,2 --log-dir runs/st3  # three seeds side by side: mean, std, CI
+    gpurl train --preset simple-tag --wandb --wandb-mode offline      # also a W&B run in <log dir>/wandb
     torchrun --nproc_per_node=2 -m gpurl.train --dist data_parallel
 """
 from __future__ import annotations
@@ -21,8 +23,11 @@ import torch
 
 from ..envs.memory import InsufficientMemory
 from ..envs.params import RANGE, ParameterError
+from ..multigpu.process_group import launcher_world
 from .config import AUTO_RESUME, PRESETS, TrainConfig, build_config
+from .loggers import LoggerUnavailable, check_loggers
 from .run import RESUME_OVERRIDABLE, check_work_left, config_differences, resume_config
+from .sweep import check_sweep_flags, parse_seeds, report_lines, seed_commands
 from .threads import read_policy
 
 INT_TUPLES = {"hidden", "nsys_iters"}
@@ -81,7 +86,19 @@ def build_parser(description: str = DESCRIPTION, prog: str | None = None) -> arg
         else:
             kind = {"int": int, "float": float, "str": str}.get(f.type, _optional_str)
             parser.add_argument(flag, type=kind, **kw)
+    parser.add_argument("--seeds", type=_seeds, default=argparse.SUPPRESS, metavar="K,K,...",
+                        help="a seed sweep instead of --seed: the config once per seed (e.g. 0,1,2), side by side in "
+                             "this one process, each seed a whole run in <log-dir>/seed<k> (or its default dir); "
+                             "ends with the mean, std and 95%% CI over seeds of the final returns and env metrics "
+                             "and one RESULT line holding every seed's result (--resume auto continues every seed)")
     return parser
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        return parse_seeds(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def machine_default(explicit: dict) -> dict:
@@ -94,12 +111,48 @@ def machine_default(explicit: dict) -> dict:
     return {"preset": "tag-10v100", "num_envs": 1000, **explicit} if on_gpu else {"preset": "tag-small", **explicit}
 
 
-def config_from_args(argv: list[str] | None = None, prog: str | None = None) -> TrainConfig:
-    """Parse ``argv`` into a validated config (resuming: the checkpoint's config plus run-control flags)."""
+def _parse(argv: list[str] | None, prog: str | None) -> tuple[argparse.ArgumentParser, dict]:
+    """The parser and the flags given (field name -> value; ``seeds`` too when given)."""
     parser = build_parser(prog=prog)
     explicit = vars(parser.parse_args(argv))
     if "env_params" in explicit:
         explicit["env_params"] = dict(explicit["env_params"])
+    return parser, explicit
+
+
+def config_from_args(argv: list[str] | None = None, prog: str | None = None) -> TrainConfig:
+    """Parse ``argv`` into a validated config (resuming: the checkpoint's config plus run-control flags)."""
+    parser, explicit = _parse(argv, prog)
+    if "seeds" in explicit:
+        parser.error("--seeds makes one config per seed: see sweep_configs_from_args")
+    return _config(parser, explicit)
+
+
+def sweep_configs_from_args(argv: list[str] | None = None,
+                            prog: str | None = None) -> tuple[list[TrainConfig], str | None]:
+    """Parse a ``--seeds`` command into one validated config per seed (:func:`gpurl.train.sweep.seed_commands`)
+    and the sweep's log dir (None: each seed its default dir). Every refusal is a usage error, before
+    anything is written."""
+    parser, explicit = _parse(argv, prog)
+    if "seeds" not in explicit:
+        parser.error("sweep_configs_from_args needs --seeds")
+    return _sweep_configs(parser, explicit)
+
+
+def _sweep_configs(parser: argparse.ArgumentParser, explicit: dict) -> tuple[list[TrainConfig], str | None]:
+    explicit = dict(explicit)
+    seeds = explicit.pop("seeds")
+    try:
+        check_sweep_flags(explicit, launcher_world()[1])
+    except ValueError as err:
+        parser.error(str(err))
+    configs = []
+    for seed, command in zip(seeds, seed_commands(explicit, seeds)):
+        configs.append(_config(parser, command, f"--seeds: seed {seed}: " if len(seeds) > 1 else ""))
+    return configs, explicit.get("log_dir")
+
+
+def _config(parser: argparse.ArgumentParser, explicit: dict, context: str = "") -> TrainConfig:
     try:
         if explicit.get("resume") == AUTO_RESUME:
             cfg = _auto_resume_config(explicit)
@@ -113,9 +166,10 @@ def config_from_args(argv: list[str] | None = None, prog: str | None = None) -> 
             cfg = _fresh_config(explicit)
         cfg.import_env_modules()  # an entry point: a module that does not import is a usage error here
         read_policy(cfg.torch_threads)  # so is a GPURL_THREADS the thread policy cannot read
+        check_loggers(cfg)  # and a logger asked for whose extra is not installed
         return cfg
     except ValueError as err:
-        parser.error(str(err))
+        parser.error(context + str(err))
         raise  # unreachable: parser.error exits
 
 
@@ -152,20 +206,31 @@ def _auto_resume_config(explicit: dict) -> TrainConfig:
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
-    """Parse, train, print the summary and the RESULT line (main rank); returns the result ({} elsewhere)."""
+    """Parse, train, print the summary and the RESULT line (main rank); returns the result ({} elsewhere).
+    With ``--seeds``: the sweep's summary and payload (:func:`gpurl.train.sweep.sweep`)."""
     from .checkpoint import CheckpointError
-    from .launch import run
+    from .launch import run, run_sweep
     from .run_record import LogDirTakenError
 
-    cfg = config_from_args(argv, prog=prog)
-    try:
-        result = run(cfg)  # prints the run id, log dir, machine and config lines at start
-    except (ParameterError, InsufficientMemory, LogDirTakenError, CheckpointError) as err:
+    parser, explicit = _parse(argv, prog)
+    if "seeds" in explicit:
+        cfg, (configs, sweep_dir) = None, _sweep_configs(parser, explicit)
+    else:
+        cfg = _config(parser, explicit)
+    try:  # each run prints its id, log dir, machine and config lines at start
+        result = run(cfg) if cfg is not None else run_sweep(configs, sweep_dir=sweep_dir)
+    except (ParameterError, InsufficientMemory, LogDirTakenError, CheckpointError, LoggerUnavailable) as err:
         # Found before anything was allocated or written: an env parameter out of its range, a num_envs
-        # too large for the device, another run's log dir, a checkpoint that cannot be continued. A
-        # usage error like a bad flag.
+        # too large for the device, another run's log dir, a checkpoint that cannot be continued, a logger
+        # whose extra is missing. A usage error like a bad flag.
         print(f"{prog or 'gpurl train'}: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
+    if cfg is None:
+        for line in report_lines(result):
+            print(line)
+        print("RESULT " + json.dumps(result, sort_keys=True))
+        sys.stdout.flush()
+        return result
     if result is None:  # not the main rank: rank 0 prints and writes
         return {}
     for key in sorted(k for k in result if k.endswith("_random") and result.get(k) is not None):
@@ -183,4 +248,4 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
     return result
 
 
-__all__ = ["DESCRIPTION", "build_parser", "config_from_args", "main"]
+__all__ = ["DESCRIPTION", "build_parser", "config_from_args", "main", "sweep_configs_from_args"]

@@ -16,6 +16,7 @@ from ..envs.registry import import_env_module
 from ..envs.tag_continuous.params import TAG_5V1000, TAG_10V100
 from ..envs.tag_gridworld.params import TAG_GRID_4
 from ..multigpu.process_group import DIST_CHOICES
+from .loggers import WANDB_MODES
 
 
 #: Largest num_envs: the CUDA build launches one block per env, and a grid holds at most 2**31 - 1.
@@ -146,6 +147,16 @@ class TrainConfig:
     render_final: bool = _doc("save one episode of the trained policies as log_dir/final_episode.gif "
                               "(gpurl.render; needs matplotlib)", default=False)
     progress: bool | None = _doc("progress bar; None = only on a TTY outside CI", default=None)
+    wandb: bool = _doc("log to Weights & Biases too (beside metrics.csv and TensorBoard), into a W&B run whose id "
+                       "is the run id and whose files are in log_dir/wandb; needs the wandb extra: "
+                       'pip install "gpurl[wandb]"', default=False)
+    wandb_mode: str = _doc("W&B: 'offline' (files only; upload later with wandb sync), 'online', or 'auto' "
+                           "($WANDB_MODE when set, else online when $WANDB_API_KEY is set, else offline)",
+                           default="auto")
+    wandb_project: str = _doc("W&B project", default="gpurl")
+    wandb_entity: str | None = _doc("W&B entity (user or team); None = the account's default", default=None)
+    wandb_group: str | None = _doc("W&B group of the run; None = none, or, in a seed sweep, the sweep's (every "
+                                   "seed's run in one group)", default=None)
     torch_threads: int = _doc("CPU threads of torch and Numba, fixed (0 = the thread policy, GPURL_THREADS: by "
                               "default as many as the CPUs other processes leave free)", default=0, ge=0)
     dist: str = _doc("distribution policy: 'single', 'data_parallel' (env+actor+learner per rank, gradients "
@@ -190,6 +201,10 @@ class TrainConfig:
             raise ValueError("--resume auto looks for the checkpoints in --log-dir: pass --log-dir")
         if c.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {c.activation!r}")
+        if c.wandb_mode not in WANDB_MODES:
+            raise ValueError(f"wandb_mode must be one of {list(WANDB_MODES)}, got {c.wandb_mode!r}")
+        if not isinstance(c.wandb_project, str) or not c.wandb_project.strip():
+            raise ValueError(f"wandb_project must be a project name, got {c.wandb_project!r}")
         for spec in c.env_modules:
             if not isinstance(spec, str) or not spec:
                 raise ValueError(f"env_modules must be module names or .py paths, got {spec!r}")

@@ -4,14 +4,17 @@
     torchrun --nproc_per_node=G -m gpurl.train --dist data_parallel ...             # one node
     torchrun --nnodes=N --nproc_per_node=G --rdzv_backend=c10d \\
              --rdzv_endpoint=HOST:29400 --rdzv_id=JOB -m gpurl.train --dist data_parallel ...
+
+A seed sweep (``--seeds``) runs its seeds side by side in one process (:func:`run_sweep`).
 """
 from __future__ import annotations
 
-from ..multigpu.process_group import init_placement, is_comm_failure
+from ..multigpu.process_group import init_placement, is_comm_failure, launcher_world
 from .checkpoint import load_checkpoint
 from .config import AUTO_RESUME, TrainConfig
 from .process import configure_process
 from .run import train
+from .sweep import check_sweep_flags, sweep
 from .threads import describe
 
 
@@ -48,4 +51,23 @@ def run(cfg: TrainConfig, say=print) -> dict | None:
     return result
 
 
-__all__ = ["LostRankError", "run"]
+def run_sweep(configs: list[TrainConfig], say=print, sweep_dir=None) -> dict:
+    """Train ``configs`` (one per seed) side by side in this one process (:func:`gpurl.train.sweep.sweep`) and
+    return the sweep's payload. An entry point like :func:`run`; refused under a multi-rank launch."""
+    _, world, _ = launcher_world()
+    check_sweep_flags({}, world)
+    cfg = configs[0]
+    placement = init_placement(cfg.dist, cfg.device, cfg.dist_timeout, cfg.replication_check_every,
+                               cfg.max_staleness)
+    say(describe(configure_process(cfg.torch_threads, placement.device)))
+    try:
+        checkpoints = [load_checkpoint(c.resume) if c.resume and c.resume != AUTO_RESUME else None for c in configs]
+        payload = sweep(configs, checkpoints, say=say, placement=placement, sweep_dir=sweep_dir)
+    except BaseException:
+        placement.close(clean=False)
+        raise
+    placement.close(clean=True)
+    return payload
+
+
+__all__ = ["LostRankError", "run", "run_sweep"]

@@ -1,4 +1,5 @@
-"""What a run leaves behind: CSV and TensorBoard logs, a progress bar, the learning-curve PNG.
+"""What a run leaves behind: CSV and TensorBoard logs (and the other loggers of :mod:`gpurl.train.loggers`),
+a progress bar, the learning-curve PNG.
 
 Each log line is appended to the CSV and flushed, so the cost of a log stays constant over a long run;
 the file is rewritten whole (atomically: temp file + rename) only when a row brings a new column (a
@@ -14,9 +15,11 @@ import csv
 import io
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from .checkpoint import atomic_write_bytes
+from .loggers import Logger, TensorBoardLog, tensorboard_available
 
 
 def progress_wanted(flag: bool | None) -> bool:
@@ -26,30 +29,87 @@ def progress_wanted(flag: bool | None) -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI")
 
 
-class RunLog:
-    """Per-iteration scalars into ``log_dir/metrics.csv`` and TensorBoard; a progress bar or lines."""
+class CsvLog:
+    """The scalars as rows of ``log_dir/metrics.csv``, each carrying the run id (the :class:`Logger` every
+    run has). A resumed run (``start_iter`` > 0) keeps the rows up to its checkpoint."""
 
-    def __init__(self, log_dir: Path, total_iters: int, start_iter: int, progress: bool, tensorboard: bool = True,
-                 run_id: str | None = None, start_env_steps: int = 0, restarted: bool = False):
-        """``start_iter`` / ``start_env_steps``: where a resumed run continues (0 for a fresh one).
-        ``restarted``: a run starting again from iteration 0 in its own log dir (it died before its first
-        checkpoint): its earlier TensorBoard events are hidden too (metrics.csv is rewritten anyway)."""
-        self.log_dir = Path(log_dir)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.csv_path = self.log_dir / "metrics.csv"
+    name = "csv"
+
+    def __init__(self, log_dir: Path, run_id: str | None, start_iter: int):
+        self.path = Path(log_dir) / "metrics.csv"
         self.run_id = run_id
         self._columns: list[str] = []
         self._file = None
         self._csv = None
         self.rows = self._previous_rows(start_iter)
         if self.rows:
-            self._rewrite_csv()
+            self._rewrite()
+
+    def _previous_rows(self, start_iter: int) -> list[dict]:
+        """Rows of a run being resumed, up to its checkpoint (later ones will be redone)."""
+        if start_iter == 0 or not self.path.exists():
+            return []
+        text = self.path.read_text()
+        if not text.endswith("\n"):  # a line torn by a kill mid-append
+            text = text[:text.rfind("\n") + 1]
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        rows = [row for row in reader if int(row["iteration"]) <= start_iter]
+        self._columns = list(reader.fieldnames or [])
+        return rows
+
+    def log(self, iteration: int, env_steps: int, scalars: dict[str, float]) -> None:
+        ids = {"run_id": self.run_id} if self.run_id is not None else {}
+        row = {"iteration": iteration, "env_steps": env_steps, **ids, **scalars}
+        self.rows.append(row)
+        new_columns = [k for k in row if k not in self._columns]
+        if new_columns or self._csv is None:
+            self._columns += new_columns
+            self._rewrite()
+        else:
+            self._csv.writerow(row)
+            self._file.flush()
+
+    def _rewrite(self) -> None:
+        """All rows under the current header, atomically; then reopen the file for appending."""
+        if self._file is not None:
+            self._file.close()
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=self._columns, restval="")
+        writer.writeheader()
+        writer.writerows(self.rows)
+        atomic_write_bytes(self.path, text.getvalue().encode())
+        self._file = open(self.path, "a", newline="")
+        self._csv = csv.DictWriter(self._file, fieldnames=self._columns, restval="")
+
+    def close(self, failed: bool = False) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file, self._csv = None, None
+
+
+class RunLog:
+    """Per-iteration scalars into every logger of the run (``metrics.csv``, TensorBoard when installed, and
+    the ``loggers`` given, such as W&B); a progress bar or plain lines."""
+
+    def __init__(self, log_dir: Path, total_iters: int, start_iter: int, progress: bool, tensorboard: bool = True,
+                 run_id: str | None = None, start_env_steps: int = 0, restarted: bool = False,
+                 loggers: Sequence[Logger] = (), lines=print):
+        """``start_iter`` / ``start_env_steps``: where a resumed run continues (0 for a fresh one).
+        ``restarted``: a run starting again from iteration 0 in its own log dir (it died before its first
+        checkpoint): its earlier TensorBoard events are hidden too (metrics.csv is rewritten anyway).
+        ``loggers``: further loggers, already started; the run log closes them. ``lines``: where the plain
+        progress lines go (print-like: it gets ``flush=True``)."""
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.csv = CsvLog(self.log_dir, run_id, start_iter)
+        self.loggers: list[Logger] = [self.csv]
         self.total_iters = total_iters
-        # purge_step hides the events a previous process of this run logged after the checkpoint
-        purge = start_env_steps + 1 if start_iter or restarted else None
-        self._writer = self._tensorboard(purge) if tensorboard else None
-        if self._writer is not None and run_id is not None:
-            self._writer.add_text("run_id", run_id, start_env_steps)
+        if tensorboard and tensorboard_available():
+            # purge_step hides the events a previous process of this run logged after the checkpoint
+            purge = start_env_steps + 1 if start_iter or restarted else None
+            self.loggers.append(TensorBoardLog(self.log_dir, purge, run_id, start_env_steps))
+        self.loggers += list(loggers)
+        self._lines = lines
         self._bar = None
         self._line_every = max(1, total_iters // 20)
         if progress:
@@ -60,46 +120,25 @@ class RunLog:
             except ImportError:
                 pass
 
-    def _previous_rows(self, start_iter: int) -> list[dict]:
-        """Rows of a run being resumed, up to its checkpoint (later ones will be redone)."""
-        if start_iter == 0 or not self.csv_path.exists():
-            return []
-        text = self.csv_path.read_text()
-        if not text.endswith("\n"):  # a line torn by a kill mid-append
-            text = text[:text.rfind("\n") + 1]
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        rows = [row for row in reader if int(row["iteration"]) <= start_iter]
-        self._columns = list(reader.fieldnames or [])
-        return rows
+    @property
+    def rows(self) -> list[dict]:
+        """Every row of metrics.csv (this run's, from iteration 1), as logged."""
+        return self.csv.rows
 
-    def _tensorboard(self, purge_step: int | None):
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            return None
-        return SummaryWriter(str(self.log_dir), purge_step=purge_step)
+    @property
+    def csv_path(self) -> Path:
+        return self.csv.path
 
     def log(self, iteration: int, env_steps: int, scalars: dict[str, float]) -> None:
-        ids = {"run_id": self.run_id} if self.run_id is not None else {}
-        row = {"iteration": iteration, "env_steps": env_steps, **ids, **scalars}
-        self.rows.append(row)
-        new_columns = [k for k in row if k not in self._columns]
-        if new_columns or self._csv is None:
-            self._columns += new_columns
-            self._rewrite_csv()
-        else:
-            self._csv.writerow(row)
-            self._file.flush()
-        if self._writer is not None:
-            for key, value in scalars.items():
-                self._writer.add_scalar(key, value, env_steps)
+        for logger in self.loggers:
+            logger.log(iteration, env_steps, scalars)
         summary = self._summary(scalars)
         if self._bar is not None:
             self._bar.n = iteration
             self._bar.set_postfix_str(summary, refresh=False)
             self._bar.refresh()
         elif iteration % self._line_every == 0 or iteration == self.total_iters:
-            print(f"iter {iteration}/{self.total_iters} steps {env_steps} {summary}", flush=True)
+            self._lines(f"iter {iteration}/{self.total_iters} steps {env_steps} {summary}", flush=True)
 
     @staticmethod
     def _summary(scalars: dict[str, float]) -> str:
@@ -107,26 +146,19 @@ class RunLog:
         return " ".join(f"{k.split('/')[-1] if k.startswith('return/') else k}={scalars[k]:.3g}"
                         for k in keys if k in scalars)
 
-    def _rewrite_csv(self) -> None:
-        """All rows under the current header, atomically; then reopen the file for appending."""
-        if self._file is not None:
-            self._file.close()
-        text = io.StringIO()
-        writer = csv.DictWriter(text, fieldnames=self._columns, restval="")
-        writer.writeheader()
-        writer.writerows(self.rows)
-        atomic_write_bytes(self.csv_path, text.getvalue().encode())
-        self._file = open(self.csv_path, "a", newline="")
-        self._csv = csv.DictWriter(self._file, fieldnames=self._columns, restval="")
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file, self._csv = None, None
+    def close(self, failed: bool = False) -> None:
+        """Close every logger (idempotent); ``failed``: the run stops on an error (W&B marks it so)."""
         if self._bar is not None:
             self._bar.close()
-        if self._writer is not None:
-            self._writer.close()
+            self._bar = None
+        errors = []
+        for logger in self.loggers:
+            try:
+                logger.close(failed=failed)
+            except Exception as err:  # one logger failing to close must not keep the others open
+                errors.append(err)
+        if errors:
+            raise errors[0]
 
 
 def plot_curve(rows: list[dict], path: Path, baselines: dict[str, float], title: str) -> Path | None:

@@ -4,14 +4,16 @@ checkpoints, final measurement, curve.
 ``train(config)`` runs it on the ranks of a placement (:func:`gpurl.train.launch.run` chooses one; that is
 what ``gpurl train`` and ``bench/tag_ppo.py`` call) and returns the run's result dict (the RESULT line's
 payload). Everything that can refuse a run (nothing left to do, a checkpoint of another env or
-algorithm, a log dir of another run) refuses it before anything is written.
+algorithm, a logger whose extra is missing, a log dir of another run) refuses it before anything is
+written. :class:`TrainingRun` is the same run in parts, so that a seed sweep (:mod:`gpurl.train.sweep`)
+can step several side by side.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import time
-from contextlib import nullcontext
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
@@ -21,6 +23,7 @@ from .config import AUTO_RESUME, TrainConfig, checkpoint_seconds
 from ..multigpu.placement import Placement
 from ..profiling import ProfilerWindow, nvtx_range
 from .machine import describe_machine
+from .loggers import check_loggers, describe_loggers, start_loggers
 from .outputs import RunLog, plot_curve, progress_wanted
 from .run_record import RUN_FILE, claim_log_dir, new_run_id, remove_stale_temp_files, write_run_record
 from .threads import adapt_threads
@@ -30,7 +33,8 @@ from .trainer import Trainer
 RESUME_OVERRIDABLE = ("iters", "total_steps", "log_dir", "log_every", "checkpoint_every", "profile", "progress",
                       "resume", "torch_threads", "device", "render_final", "nsys_iters", "dist", "dist_timeout",
                       "replication_check_every", "max_staleness", "env_modules", "policy_backend",
-                      "learner_backend", "cuda_graph", "fresh_log_dir")
+                      "learner_backend", "cuda_graph", "fresh_log_dir", "wandb", "wandb_mode", "wandb_project",
+                      "wandb_entity", "wandb_group")
 
 
 def resume_config(checkpoint: dict, overrides: dict) -> TrainConfig:
@@ -114,120 +118,201 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
     With a multi-rank ``placement`` every rank calls this; the main rank alone prints, logs, writes
     checkpoints and returns the result (the others return None).
     """
-    cfg = cfg.validated()
-    if checkpoint is not None:  # refusals first: nothing is built or written yet
-        check_work_left(checkpoint, cfg)
-        check_matches(checkpoint, cfg.resume, cfg.env, cfg.env_params, cfg.algo)
-    cfg.import_env_modules()
-    placement = placement or Placement()
-    main = placement.is_main
-    if not main:
-        say = lambda *args, **kwargs: None  # noqa: E731
-    restarted = None if checkpoint is not None or cfg.resume != AUTO_RESUME else restarted_run_id(cfg.log_dir, cfg)
-    run_id = str(checkpoint["run_id"]) if checkpoint is not None else restarted or new_run_id()
-    log_dir = Path(cfg.log_dir) if cfg.log_dir else default_log_dir(cfg, run_id)
-    if main:
-        log_dir = claim_log_dir(log_dir, run_id, cfg.fresh_log_dir, say)
-    cfg = dataclasses.replace(cfg, log_dir=str(log_dir))
-    say(f"gpurl train: run {run_id}, log_dir={log_dir}" + (f", resuming {cfg.resume}" if checkpoint else "")
-        + (", restarted from iteration 0 (--resume auto: no checkpoint yet)" if restarted else ""))
-    trainer = Trainer(cfg, placement)
-    extras: dict = {}
-    if checkpoint is not None:
-        try:
-            trainer.load_state_dict(checkpoint)
-        except ValueError as err:
-            where = f"checkpoint {cfg.resume}" if cfg.resume else "the checkpoint given"
-            raise CheckpointError(f"{where} does not fit this run: {err}") from err
-        extras = dict(checkpoint["extras"])
-    say(f"env={cfg.env} preset={cfg.preset} device={trainer.device} "
-        f"num_envs={cfg.num_envs} agents={trainer.env.num_agents} groups={list(trainer.env.groups)} "
-        f"trained={trainer.trained} iters={cfg.iters} (from {trainer.iteration}) rollout_len={cfg.rollout_len} "
-        f"dist={placement.name} world_size={placement.world_size}")
-    say(f"algorithm: {cfg.algo}; {trainer.backends()}")
-    machine = describe_machine(trainer.device)
-    if main:  # the record goes first, so a run that dies in the baseline still leaves one
-        remove_stale_temp_files(log_dir, say)
-        write_run_record(log_dir, run_id, cfg.to_dict(), machine, trainer.iteration)
-    say(f"machine: {machine}")
-    say("config: " + " ".join(f"{k}={v}" for k, v in cfg.to_dict().items()))
-
-    if "baseline" not in extras:
-        extras["baseline"] = {}
-        if cfg.eval_episodes:
-            say(f"measuring a random policy over >= {cfg.eval_episodes} episodes (same config, seed {cfg.seed + 1})")
-            extras["baseline"] = trainer.evaluate(random=True, min_episodes=cfg.eval_episodes, seed=cfg.seed + 1)
-    baseline = extras["baseline"]
-
-    runlog = RunLog(log_dir, cfg.iters, trainer.iteration, progress_wanted(cfg.progress), run_id=run_id,
-                    start_env_steps=trainer.env_steps, restarted=bool(restarted)) if main else None
-    phases: dict[str, float] = {}
-    train_seconds, train_steps = 0.0, 0
-    bytes_start = placement.comm.bytes_sent
-    # The first iteration of a process compiles the env kernels (unless the baseline did): it is not
-    # counted in the throughput or the phase split when more iterations follow.
-    warmup = 1 if cfg.iters - trainer.iteration > 1 else 0
-    profiler = _profiler(cfg, log_dir) if main else None
-    nsys_window = ProfilerWindow(cfg.nsys_iters, trainer.device)
-    schedule = CheckpointSchedule(cfg.checkpoint_every, placement.comm, trainer.device)
+    run = TrainingRun(cfg, checkpoint, say=say, placement=placement)
+    run.build()
     try:
-        with profiler or nullcontext():
-            while trainer.iteration < cfg.iters:
-                nsys_window.before(trainer.iteration)
-                adapt_threads()  # the entry point's thread policy: pools as wide as the CPUs left free
-                t0 = time.perf_counter()
-                with nvtx_range(f"iteration {trainer.iteration}"):
-                    losses = trainer.iterate()
-                nsys_window.after(trainer.iteration)
-                scalars = trainer.read_losses(losses)  # NaN/Inf stops the run here, before any checkpoint
-                seconds = time.perf_counter() - t0
-                if warmup:
-                    warmup = 0
-                    trainer.timer.read()
-                else:
-                    train_seconds += seconds
-                    train_steps += cfg.num_envs * cfg.rollout_len
-                if profiler is not None:
-                    profiler.step()
-                last = trainer.iteration == cfg.iters
-                if trainer.iteration % cfg.log_every == 0 or last:
-                    for name, value in trainer.timer.read().items():
-                        phases[name] = phases.get(name, 0.0) + value
-                    # Envs start in step, so some intervals see few episode ends: wait for a quarter of them.
-                    scalars.update(trainer.read_stats(min_episodes=max(1, cfg.num_envs // 4)))
-                    scalars["agent_steps_per_s"] = cfg.num_envs * cfg.rollout_len * trainer.env.num_agents / seconds
-                    scalars["lr"] = trainer.algo.optimizer.param_groups[0]["lr"]
-                    if runlog is not None:
-                        runlog.log(trainer.iteration, trainer.env_steps, scalars)
-                if schedule.due(trainer.iteration) or last:
-                    state = trainer.state_dict()  # collective: every rank sends its envs' state
-                    if main:
-                        save_checkpoint(log_dir / CHECKPOINT_FILE, {**state, "extras": extras, "run_id": run_id},
-                                        keep_previous=True)
-                    schedule.saved()
-    finally:
-        if runlog is not None:
-            runlog.close()
-    trainer.placement.settle(trainer)
-    # Bytes every rank put on the wire during training, summed over ranks (collective).
-    comm_bytes = float(placement.comm.all_reduce_(
-        torch.tensor([float(placement.comm.bytes_sent - bytes_start)], dtype=torch.float64, device=trainer.device)))
-    final = {}
-    if cfg.eval_episodes:
-        say(f"measuring the trained policy over >= {cfg.eval_episodes} episodes (seed {cfg.seed + 2})")
-        final = trainer.evaluate(random=False, min_episodes=cfg.eval_episodes, seed=cfg.seed + 2)
-    if not main:
-        return None
-    curve = plot_curve(runlog.rows, log_dir / "learning_curve.png", baseline,
-                       f"{cfg.preset or cfg.env}: {cfg.num_envs} envs x {trainer.env.num_agents} agents, "
-                       f"{trainer.device}" + (f" x {placement.world_size} ranks" if placement.world_size > 1 else ""))
-    result = _result(cfg, trainer, baseline, final, phases, train_seconds, train_steps, log_dir, curve)
-    result.update(run_id=run_id, machine=machine)
-    if cfg.render_final:
-        result["final_episode"] = str(_render_final(trainer, log_dir, cfg, say))
-    result["comm_bytes_per_iteration"] = comm_bytes / max(1, trainer.iteration - (checkpoint or {}).get("iteration", 0))
-    atomic_write_bytes(log_dir / "result.json", json.dumps(result, indent=1, sort_keys=True).encode())
-    return result
+        run.begin()
+        while not run.done:
+            run.step()
+    except BaseException:
+        run.close(failed=True)
+        raise
+    run.close()
+    return run.finish()
+
+
+def _silent(*args, **kwargs) -> None:
+    pass
+
+
+class TrainingRun:
+    """One run in parts, so that a seed sweep (:mod:`gpurl.train.sweep`) can step several side by side:
+
+    - construction refuses what cannot run (nothing left to do, a checkpoint of another env or algorithm, a
+      logger whose extra is missing, a log dir of another run) and picks the run id and log dir: nothing is
+      built or written;
+    - ``build()`` makes the trainer (and loads the checkpoint into it): memory, no files;
+    - ``begin()`` writes ``run.json``, starts the loggers and measures the random baseline;
+    - ``step()`` is one training iteration with its log line and checkpoint (``done`` says when none is left);
+    - ``close()`` closes the logs; ``finish()`` measures the trained policy and returns the result.
+    """
+
+    def __init__(self, cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement: Placement | None = None,
+                 lines=print):
+        """``say``: the run's messages; ``lines``: its plain progress lines (print-like)."""
+        cfg = cfg.validated()
+        if checkpoint is not None:  # refusals first: nothing is built or written yet
+            check_work_left(checkpoint, cfg)
+            check_matches(checkpoint, cfg.resume, cfg.env, cfg.env_params, cfg.algo)
+        check_loggers(cfg)
+        cfg.import_env_modules()
+        self.placement = placement = placement or Placement()
+        self.main = placement.is_main
+        self.say = say if self.main else _silent
+        self.lines = lines
+        self.checkpoint = checkpoint
+        restarted = None if checkpoint is not None or cfg.resume != AUTO_RESUME else restarted_run_id(cfg.log_dir, cfg)
+        self.restarted = bool(restarted)
+        self.run_id = str(checkpoint["run_id"]) if checkpoint is not None else restarted or new_run_id()
+        log_dir = Path(cfg.log_dir) if cfg.log_dir else default_log_dir(cfg, self.run_id)
+        if self.main:
+            log_dir = claim_log_dir(log_dir, self.run_id, cfg.fresh_log_dir, self.say)
+        self.log_dir = log_dir
+        self.cfg = dataclasses.replace(cfg, log_dir=str(log_dir))
+        self.trainer: Trainer | None = None
+        self.runlog: RunLog | None = None
+        self._open = ExitStack()  # what close() closes: loggers, the profiler
+        self._failed = False
+
+    @property
+    def done(self) -> bool:
+        return self.trainer.iteration >= self.cfg.iters
+
+    def build(self) -> None:
+        """The trainer, with the checkpoint's state; says the run's id, log dir, env and backends."""
+        cfg, say = self.cfg, self.say
+        say(f"gpurl train: run {self.run_id}, log_dir={self.log_dir}"
+            + (f", resuming {cfg.resume}" if self.checkpoint else "")
+            + (", restarted from iteration 0 (--resume auto: no checkpoint yet)" if self.restarted else ""))
+        self.trainer = trainer = Trainer(cfg, self.placement)
+        self.extras: dict = {}
+        if self.checkpoint is not None:
+            try:
+                trainer.load_state_dict(self.checkpoint)
+            except ValueError as err:
+                where = f"checkpoint {cfg.resume}" if cfg.resume else "the checkpoint given"
+                raise CheckpointError(f"{where} does not fit this run: {err}") from err
+            self.extras = dict(self.checkpoint["extras"])
+        placement = self.placement
+        say(f"env={cfg.env} preset={cfg.preset} device={trainer.device} "
+            f"num_envs={cfg.num_envs} agents={trainer.env.num_agents} groups={list(trainer.env.groups)} "
+            f"trained={trainer.trained} iters={cfg.iters} (from {trainer.iteration}) rollout_len={cfg.rollout_len} "
+            f"dist={placement.name} world_size={placement.world_size}")
+        say(f"algorithm: {cfg.algo}; {trainer.backends()}")
+
+    def begin(self) -> None:
+        """The run record, the loggers, the random baseline; then ready to step."""
+        cfg, say, trainer, log_dir = self.cfg, self.say, self.trainer, self.log_dir
+        self.machine = describe_machine(trainer.device)
+        if self.main:  # the record goes first, so a run that dies in the baseline still leaves one
+            remove_stale_temp_files(log_dir, say)
+            write_run_record(log_dir, self.run_id, cfg.to_dict(), self.machine, trainer.iteration)
+        say(f"machine: {self.machine}")
+        say("config: " + " ".join(f"{k}={v}" for k, v in cfg.to_dict().items()))
+        loggers = []
+        if self.main:
+            loggers = start_loggers(cfg, log_dir, self.run_id)
+            for logger in loggers:
+                self._open.callback(logger.close, failed=True)  # until the run log takes them over
+            say(describe_loggers(loggers))
+
+        extras = self.extras
+        if "baseline" not in extras:
+            extras["baseline"] = {}
+            if cfg.eval_episodes:
+                say(f"measuring a random policy over >= {cfg.eval_episodes} episodes "
+                    f"(same config, seed {cfg.seed + 1})")
+                extras["baseline"] = trainer.evaluate(random=True, min_episodes=cfg.eval_episodes, seed=cfg.seed + 1)
+        self.baseline = extras["baseline"]
+
+        if self.main:
+            self.runlog = RunLog(log_dir, cfg.iters, trainer.iteration, progress_wanted(cfg.progress),
+                                 run_id=self.run_id, start_env_steps=trainer.env_steps, restarted=self.restarted,
+                                 loggers=loggers, lines=self.lines)
+            self._open = ExitStack()  # the loggers' closes are the run log's now
+            self._open.callback(lambda: self.runlog.close(failed=self._failed))
+        self.phases: dict[str, float] = {}
+        self.train_seconds, self.train_steps = 0.0, 0
+        self.bytes_start = self.placement.comm.bytes_sent
+        # The first iteration of a process compiles the env kernels (unless the baseline did): it is not
+        # counted in the throughput or the phase split when more iterations follow.
+        self.warmup = 1 if cfg.iters - trainer.iteration > 1 else 0
+        self.profiler = _profiler(cfg, log_dir) if self.main else None
+        if self.profiler is not None:
+            self._open.enter_context(self.profiler)
+        self.nsys_window = ProfilerWindow(cfg.nsys_iters, trainer.device)
+        self.schedule = CheckpointSchedule(cfg.checkpoint_every, self.placement.comm, trainer.device)
+
+    def step(self) -> None:
+        """One iteration: rollout and update, then its log line and checkpoint when due."""
+        cfg, trainer = self.cfg, self.trainer
+        self.nsys_window.before(trainer.iteration)
+        adapt_threads()  # the entry point's thread policy: pools as wide as the CPUs left free
+        t0 = time.perf_counter()
+        with nvtx_range(f"iteration {trainer.iteration}"):
+            losses = trainer.iterate()
+        self.nsys_window.after(trainer.iteration)
+        scalars = trainer.read_losses(losses)  # NaN/Inf stops the run here, before any checkpoint
+        seconds = time.perf_counter() - t0
+        if self.warmup:
+            self.warmup = 0
+            trainer.timer.read()
+        else:
+            self.train_seconds += seconds
+            self.train_steps += cfg.num_envs * cfg.rollout_len
+        if self.profiler is not None:
+            self.profiler.step()
+        last = trainer.iteration == cfg.iters
+        if trainer.iteration % cfg.log_every == 0 or last:
+            for name, value in trainer.timer.read().items():
+                self.phases[name] = self.phases.get(name, 0.0) + value
+            # Envs start in step, so some intervals see few episode ends: wait for a quarter of them.
+            scalars.update(trainer.read_stats(min_episodes=max(1, cfg.num_envs // 4)))
+            scalars["agent_steps_per_s"] = cfg.num_envs * cfg.rollout_len * trainer.env.num_agents / seconds
+            scalars["lr"] = trainer.algo.optimizer.param_groups[0]["lr"]
+            if self.runlog is not None:
+                self.runlog.log(trainer.iteration, trainer.env_steps, scalars)
+        if self.schedule.due(trainer.iteration) or last:
+            state = trainer.state_dict()  # collective: every rank sends its envs' state
+            if self.main:
+                save_checkpoint(self.log_dir / CHECKPOINT_FILE, {**state, "extras": self.extras, "run_id": self.run_id},
+                                keep_previous=True)
+            self.schedule.saved()
+
+    def close(self, failed: bool = False) -> None:
+        """Stop the profiler and close the logs (idempotent); ``failed``: the run stops on an error."""
+        self._failed = failed
+        stack, self._open = self._open, ExitStack()
+        stack.close()
+
+    def finish(self) -> dict | None:
+        """After the last step and ``close()``: the trained policy measured, the curve and ``result.json``; the
+        result payload (main rank; None elsewhere)."""
+        cfg, say, trainer, placement, log_dir = self.cfg, self.say, self.trainer, self.placement, self.log_dir
+        trainer.placement.settle(trainer)
+        # Bytes every rank put on the wire during training, summed over ranks (collective).
+        comm_bytes = float(placement.comm.all_reduce_(
+            torch.tensor([float(placement.comm.bytes_sent - self.bytes_start)], dtype=torch.float64,
+                         device=trainer.device)))
+        final = {}
+        if cfg.eval_episodes:
+            say(f"measuring the trained policy over >= {cfg.eval_episodes} episodes (seed {cfg.seed + 2})")
+            final = trainer.evaluate(random=False, min_episodes=cfg.eval_episodes, seed=cfg.seed + 2)
+        if not self.main:
+            return None
+        ranks = f" x {placement.world_size} ranks" if placement.world_size > 1 else ""
+        curve = plot_curve(self.runlog.rows, log_dir / "learning_curve.png", self.baseline,
+                           f"{cfg.preset or cfg.env}: {cfg.num_envs} envs x {trainer.env.num_agents} agents, "
+                           f"{trainer.device}{ranks}")
+        result = _result(cfg, trainer, self.baseline, final, self.phases, self.train_seconds, self.train_steps, log_dir,
+                         curve)
+        result.update(run_id=self.run_id, machine=self.machine)
+        if cfg.render_final:
+            result["final_episode"] = str(_render_final(trainer, log_dir, cfg, say))
+        start = (self.checkpoint or {}).get("iteration", 0)
+        result["comm_bytes_per_iteration"] = comm_bytes / max(1, trainer.iteration - start)
+        atomic_write_bytes(log_dir / "result.json", json.dumps(result, indent=1, sort_keys=True).encode())
+        return result
 
 
 def _profiler(cfg: TrainConfig, log_dir: Path):
