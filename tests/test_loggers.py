@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from gpurl.train import build_config
 from gpurl.train.checkpoint import load_checkpoint
 from gpurl.train.cli import build_parser, config_from_args
 from gpurl.train.cli import main as cli_main
@@ -19,21 +18,11 @@ from gpurl.train.loggers import WANDB_INSTALL, Logger, LoggerUnavailable, wandb_
 from gpurl.train.outputs import RunLog
 from gpurl.train.run import RESUME_OVERRIDABLE, resume_config, train
 
+from tiny_runs import TINY, tiny_config
+
 pytestmark = pytest.mark.cpu
 
-#: A few envs of a small Tag (as in test_run_records.py): an iteration takes well under a second.
-TINY = dict(num_taggers=2, num_runners=3, grid_length=4.0, episode_length=12, use_full_observation=False,
-            num_other_agents_observed=3, tagging_distance=0.05, runner_exits_game_after_tagged=False,
-            skill_level_runner=0.2)
 WANDB_FIELDS = ("wandb", "wandb_mode", "wandb_project", "wandb_entity", "wandb_group")
-
-
-def tiny_config(log_dir, **overrides):
-    values = dict(env="tag_continuous", env_params=TINY, num_envs=4, rollout_len=8, iters=2, epochs=1,
-                  minibatches=1, eval_episodes=0, seed=5, progress=False, device="cpu", policy_backend="eager",
-                  learner_backend="eager", checkpoint_every=1, torch_threads=1, log_dir=str(log_dir))
-    values.update(overrides)
-    return build_config(**values)
 
 
 def csv_rows(path: Path) -> list[dict]:
@@ -44,7 +33,8 @@ def csv_rows(path: Path) -> list[dict]:
 @pytest.fixture
 def wandb_offline(tmp_path, monkeypatch):
     """W&B offline, quiet, and every directory it might write to inside tmp_path: no network, no home dir."""
-    pytest.importorskip("wandb")
+    import wandb  # noqa: F401  (the dev extra brings it: a missing one fails here, not skips)
+
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.delenv("WANDB_API_KEY", raising=False)

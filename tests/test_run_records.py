@@ -15,33 +15,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpurl.train import build_config
 from gpurl.train import run as run_module
 from gpurl.train.checkpoint import FORMAT, CheckpointError, load_checkpoint
 from gpurl.train.cli import main as cli_main
 from gpurl.train.run import resume_config, train
 from gpurl.train.run_record import LogDirTakenError
 
+from tiny_runs import TINY, quiet, tiny_config
+
 pytestmark = pytest.mark.cpu
 
 REPO = Path(__file__).resolve().parent.parent
-
-#: A few envs of a small Tag (as in test_train_ppo.py): an iteration takes well under a second.
-TINY = dict(num_taggers=2, num_runners=3, grid_length=4.0, episode_length=12, use_full_observation=False,
-            num_other_agents_observed=3, tagging_distance=0.05, runner_exits_game_after_tagged=False,
-            skill_level_runner=0.2)
-
-
-def tiny_config(log_dir, **overrides):
-    values = dict(env="tag_continuous", env_params=TINY, num_envs=4, rollout_len=8, iters=2, epochs=1,
-                  minibatches=1, eval_episodes=0, seed=5, progress=False, device="cpu", policy_backend="eager",
-                  learner_backend="eager", checkpoint_every=1, torch_threads=1, log_dir=str(log_dir))
-    values.update(overrides)
-    return build_config(**values)
-
-
-def quiet(*args, **kwargs):
-    pass
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:

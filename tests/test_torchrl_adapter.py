@@ -10,15 +10,15 @@ import warnings
 import pytest
 import torch
 
-pytest.importorskip("torchrl")
-from tensordict.nn import TensorDictModule, TensorDictSequential  # noqa: E402
-from torchrl.collectors import Collector  # noqa: E402  (TorchRL 0.14's name for SyncDataCollector)
-from torchrl.envs.utils import check_env_specs, step_mdp  # noqa: E402
-from torchrl.modules import MultiAgentMLP, ProbabilisticActor  # noqa: E402
-from torchrl.objectives import ClipPPOLoss, ValueEstimators  # noqa: E402
+# torchrl and tensordict come with the dev extra (the torchrl extra): a missing one fails here, not skips.
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torchrl.collectors import Collector  # TorchRL 0.14's name for SyncDataCollector
+from torchrl.envs.utils import check_env_specs, step_mdp
+from torchrl.modules import MultiAgentMLP, ProbabilisticActor
+from torchrl.objectives import ClipPPOLoss, ValueEstimators
 
-import gpurl  # noqa: E402
-from gpurl.envs.adapters import GpurlTorchRLEnv, torchrl_env  # noqa: E402
+import gpurl
+from gpurl.envs.adapters import GpurlTorchRLEnv, torchrl_env
 
 pytestmark = pytest.mark.cpu
 torch.set_num_threads(1)

@@ -23,13 +23,10 @@ from pathlib import Path
 from ..multigpu.placement import Placement
 from .checkpoint import atomic_write_bytes
 from .config import AUTO_RESUME, TrainConfig
+from .evaluation import t_quantile_975
 from .run import TrainingRun
 from .run_record import new_run_id
 
-#: Student's t quantile 0.975 for 1..30 degrees of freedom (beyond: the Cornish-Fisher expansion).
-_T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010, 2.1788, 2.1604,
-         2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555,
-         2.0518, 2.0484, 2.0452, 2.0423)
 #: The file a sweep with a log dir writes into it at the end: the RESULT line's payload.
 SWEEP_FILE = "sweep.json"
 
@@ -137,14 +134,6 @@ def sweep(configs: list[TrainConfig], checkpoints: list[dict | None] | None = No
     return payload
 
 
-def t975(df: int) -> float:
-    """Student's t quantile 0.975 for ``df`` >= 1 degrees of freedom."""
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z = 1.959964
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-
-
 def spread(values: list[float]) -> dict:
     """Mean, sample standard deviation and the 95% confidence interval of the mean (Student's t) of
     ``values``; std and ci95 are None for a single value."""
@@ -153,7 +142,7 @@ def spread(values: list[float]) -> dict:
     if n < 2:
         return {"n": n, "mean": mean, "std": None, "ci95": None, "values": values}
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t975(n - 1) * std / math.sqrt(n)
+    half = t_quantile_975(n - 1) * std / math.sqrt(n)
     return {"n": n, "mean": mean, "std": std, "ci95": [mean - half, mean + half], "values": values}
 
 
@@ -200,4 +189,4 @@ def report_lines(payload: dict) -> list[str]:
 
 
 __all__ = ["SWEEP_FILE", "check_sweep_flags", "parse_seeds", "report_lines", "seed_commands", "seed_log_dir",
-           "spread", "summarize", "sweep", "t975"]
+           "spread", "summarize", "sweep"]
