@@ -19,6 +19,7 @@ from torchrl.objectives import ClipPPOLoss, ValueEstimators
 
 import gpurl
 from gpurl.envs.adapters import GpurlTorchRLEnv, torchrl_env
+from gpurl.envs.registry import _FACTORIES
 
 pytestmark = pytest.mark.cpu
 torch.set_num_threads(1)
@@ -29,8 +30,10 @@ PARAMS = {
                            num_other_agents_observed=2),
     "tag_gridworld": dict(num_taggers=2, grid_length=3, episode_length=6),
 }
-#: The built-in envs (the registry as this module is imported, before any test registers one of its own).
-BUILT_IN = gpurl.registered()
+#: The built-in envs: those gpurl's own modules register (a test module imported before this one, in the same
+#: pytest process, may have registered an env of its own, e.g. the custom-env example's "foraging").
+BUILT_IN = [name for name in gpurl.registered()
+            if getattr(_FACTORIES[name], "__module__", "").startswith("gpurl.")]
 #: (env, params, categorical actions): Discrete with two obs widths, Box, one-hot, MultiDiscrete, narrower Box;
 #: one group's actions handed to gpurl as they are (Discrete and Box).
 CASES = {

@@ -210,6 +210,8 @@ class KernelEnv(StepInputChecks):
                                                   device=self.device))
         # CPU steps keep every argument's type but the actions': dispatched once per action dtype and ndim.
         self._direct = self.kernel.direct_launch(self._build_constants) if self.target == "cpu" else None
+        if self._direct is not None:  # its own arrays never move: launched as one table of addresses
+            self._direct.pin(self._arrays)
 
     def _launch(self, arrays, consts, actions) -> None:
         if self._direct is not None:
