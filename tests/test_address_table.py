@@ -24,7 +24,8 @@ def test_a_table_holds_each_arrays_address_and_shape():
     (np.zeros((4, 6), np.float32)[:, ::2],),                 # strided: its shape does not describe it
     (np.zeros((2, 2, 2, 2, 2), np.float32),),                # more dimensions than a row holds
     (np.zeros(3, np.float32), 3),                            # not an array
-], ids=["strided", "five_dims", "scalar"])
+    (np.zeros((), np.float32),),                             # no dimension: no shape to rebuild
+], ids=["strided", "five_dims", "scalar", "zero_dims"])
 def test_arrays_a_table_cannot_describe_get_none(arrays):
     assert address_table(arrays) is None
 

@@ -25,10 +25,11 @@ MAX_DIMS = 4
 
 def address_table(struct) -> np.ndarray | None:
     """int64 [len(struct), 1 + MAX_DIMS]: each field's data address and shape (0-padded); None unless every
-    field is a C-contiguous numpy array of at most MAX_DIMS dimensions."""
+    field is a writeable C-contiguous numpy array of 1 to MAX_DIMS dimensions."""
     rows = np.zeros((len(struct), 1 + MAX_DIMS), dtype=np.int64)
     for k, a in enumerate(struct):
-        if not isinstance(a, np.ndarray) or a.ndim > MAX_DIMS or not a.flags.c_contiguous or not a.flags.writeable:
+        if (not isinstance(a, np.ndarray) or not 1 <= a.ndim <= MAX_DIMS or not a.flags.c_contiguous
+                or not a.flags.writeable):
             return None
         rows[k, 0] = a.ctypes.data
         rows[k, 1:1 + a.ndim] = a.shape
@@ -78,7 +79,7 @@ def table_wrapper(inner, inner_key: str | None, struct, nargs: int, name: str):
     global _POINTER
     struct_type = numba.typeof(struct)
     array_types = list(struct_type.types)
-    if not all(isinstance(t, types.Array) and t.layout == "C" and t.mutable and t.ndim <= MAX_DIMS
+    if not all(isinstance(t, types.Array) and t.layout == "C" and t.mutable and 1 <= t.ndim <= MAX_DIMS
                for t in array_types):
         return None
     if _POINTER is None:
