@@ -66,6 +66,12 @@ class EnvSpec:
     #: S of the env's global state [E, S] (``env.global_state``, docs/specs/global_state.md)
     state_dim: int = 0
 
+    @classmethod
+    def of(cls, env, env_offset: int = 0) -> "EnvSpec":
+        """The spec of a gpurl env whose first env has global id ``env_offset``."""
+        return cls(groups=dict(env.groups), num_agents=env.num_agents, obs_dim=env.obs_dim, num_envs=env.num_envs,
+                   env_offset=env_offset, device=env.device, state_dim=env.global_state_dim)
+
 
 @dataclass
 class LearnContext:

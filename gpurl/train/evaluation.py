@@ -35,17 +35,23 @@ def t_quantile_975(df: int) -> float:
             + (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / (92160 * df ** 4))
 
 
-def summarize(values: torch.Tensor) -> dict[str, float]:
-    """Mean, sample standard deviation and the half-width of the mean's 95% confidence interval (Student's t)
-    of per-episode values [n]; one episode has no interval (None)."""
-    v = values.double().cpu()  # host-ok: an evaluation's totals, read once
-    n = v.numel()
+def mean_std_ci95(values: list[float]) -> tuple[float, float | None, float | None]:
+    """``(mean, sample standard deviation, half-width of the mean's 95% confidence interval)`` (Student's t)
+    of ``values``; a single value has neither spread nor interval (None, None)."""
+    n = len(values)
     if n == 0:
-        raise ValueError("no episodes to summarise")
-    mean = float(v.mean())
-    std = float(v.std()) if n > 1 else 0.0
-    half = t_quantile_975(n - 1) * std / math.sqrt(n) if n > 1 else None
-    return {"mean": mean, "std": std, "ci95": half, "episodes": n}
+        raise ValueError("no values to summarise")
+    mean = math.fsum(values) / n
+    if n == 1:
+        return mean, None, None
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, std, t_quantile_975(n - 1) * std / math.sqrt(n)
+
+
+def summarize(values: torch.Tensor) -> dict[str, float]:
+    """:func:`mean_std_ci95` of per-episode values [n] (one episode: std 0, no interval)."""
+    mean, std, half = mean_std_ci95(values.double().tolist())  # host-ok: an evaluation's totals, read once
+    return {"mean": mean, "std": std or 0.0, "ci95": half, "episodes": values.numel()}
 
 
 class RandomPolicy:
@@ -127,4 +133,4 @@ def play_episodes(env, policy, episodes_per_env: int, max_steps: int = 1_000_000
     return {name: rows[:, c] for c, name in enumerate(stats.columns())}
 
 
-__all__ = ["Lineup", "RandomPolicy", "play_episodes", "summarize", "t_quantile_975"]
+__all__ = ["Lineup", "RandomPolicy", "mean_std_ci95", "play_episodes", "summarize", "t_quantile_975"]

@@ -44,9 +44,7 @@ def read_checkpoint(path: str | Path, say=print) -> tuple[Path, dict]:
     return path, load_checkpoint(path)
 
 
-def env_spec_of(env) -> EnvSpec:
-    return EnvSpec(groups=dict(env.groups), num_agents=env.num_agents, obs_dim=env.obs_dim, num_envs=env.num_envs,
-                   env_offset=0, device=env.device, state_dim=env.global_state_dim)
+
 
 
 def check_env_fits(checkpoint: dict, source, env) -> None:
@@ -84,7 +82,7 @@ class TrainedPolicy:
         self.trained = [g for g in self.groups if not saved.train_groups or g in saved.train_groups]
         self.iteration = int(checkpoint["iteration"])
         algo_class = ALGORITHMS[saved.algo]
-        self.algo = algo_class(self.config, env_spec_of(env), self.trained, saved.seed, torch.Generator())
+        self.algo = algo_class(self.config, EnvSpec.of(env), self.trained, saved.seed, torch.Generator())
         try:
             self.algo.load_state_dict(checkpoint["algo_state"])
         except (RuntimeError, KeyError, ValueError) as err:

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..multigpu.placement import Placement
 from .checkpoint import atomic_write_bytes
 from .config import AUTO_RESUME, TrainConfig
-from .evaluation import t_quantile_975
+from .evaluation import mean_std_ci95
 from .run import TrainingRun
 from .run_record import new_run_id
 
@@ -137,13 +137,9 @@ def sweep(configs: list[TrainConfig], checkpoints: list[dict | None] | None = No
 def spread(values: list[float]) -> dict:
     """Mean, sample standard deviation and the 95% confidence interval of the mean (Student's t) of
     ``values``; std and ci95 are None for a single value."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return {"n": n, "mean": mean, "std": None, "ci95": None, "values": values}
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t_quantile_975(n - 1) * std / math.sqrt(n)
-    return {"n": n, "mean": mean, "std": std, "ci95": [mean - half, mean + half], "values": values}
+    mean, std, half = mean_std_ci95(values)
+    ci95 = None if half is None else [mean - half, mean + half]
+    return {"n": len(values), "mean": mean, "std": std, "ci95": ci95, "values": values}
 
 
 def _is_number(value) -> bool:

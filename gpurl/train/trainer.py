@@ -77,9 +77,7 @@ class Trainer:
         if unknown:
             raise ValueError(f"train_groups names unknown group(s) {unknown}; {cfg.env} has {list(groups)}")
         self.trained = [g for g in groups if not cfg.train_groups or g in cfg.train_groups]
-        spec = EnvSpec(groups=dict(groups), num_agents=self.env.num_agents, obs_dim=self.env.obs_dim,
-                       num_envs=self.shard.size, env_offset=self.shard.lo, device=self.device,
-                       state_dim=self.env.global_state_dim)
+        spec = EnvSpec.of(self.env, env_offset=self.shard.lo)
         # Initial weights from a generator of their own: the same on every rank, no global seed set.
         init = torch.Generator().manual_seed(cfg.seed)
         self.algo = ALGORITHMS[cfg.algo](cfg, spec, self.trained, cfg.seed, init)

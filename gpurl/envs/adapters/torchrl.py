@@ -86,6 +86,7 @@ def action_spec(space: gymnasium.Space, n: int, categorical: bool, device):
         nvec = torch.as_tensor(space.nvec, dtype=torch.int64)
         if categorical:
             return MultiCategorical(nvec.expand(n, -1), shape=(n, len(nvec)), dtype=torch.int64, device=device)
+        # host-ok: nvec is the space's own (host) vector, read once when the spec is built
         return MultiOneHot(nvec.tolist(), shape=(n, int(nvec.sum())), dtype=torch.int64, device=device)
     low = torch.tensor(np.broadcast_to(space.low, (n, *space.shape)), dtype=torch.float32)
     high = torch.tensor(np.broadcast_to(space.high, (n, *space.shape)), dtype=torch.float32)
@@ -302,7 +303,7 @@ class GpurlTorchRLEnv(EnvBase):
         if stepping is not None:
             ended = ended & stepping.reshape(-1).to(ended.device)
         if bool(ended.any()):  # host-ok: validate=True is the documented opt-in check
-            envs = ended.nonzero().flatten().tolist()[:8]
+            envs = ended.nonzero().flatten().tolist()[:8]  # host-ok: the error message
             raise ValueError(f"env(s) {envs} ended and were not reset: reset them first (TorchRL's rollout() and "
                              "collectors do, through step_and_maybe_reset; by hand: "
                              "env.reset(td.set('_reset', td['done'])) on the step_mdp'd tensordict)")
