@@ -165,3 +165,41 @@ def test_reset_draw_spreads_agents_and_landmarks():
 
 def test_pettingzoo_adapter_passes_the_api_test_with_mpe2s_names_and_spaces():
     check_pettingzoo("simple_world_comm", simple_world_comm_v3)
+
+
+@pytest.mark.parametrize("params", [{}, dict(num_good=3, num_adversaries=1, num_obstacles=0, num_food=1, num_forests=0),
+                                    dict(num_good=1, num_adversaries=2, num_obstacles=2, num_food=3, num_forests=3)],
+                         ids=["defaults", "one_adversary_no_forest", "three_forests"])
+def test_fixed_world_build_with_its_layout_is_bit_identical_to_the_run_time_build(params, monkeypatch):
+    """A large CPU batch's build fixes the world and its layout (WORLD_COMM_LAYOUT: every loop's trip count and
+    every observation column a literal); it computes the bits of the run-time build that the small batches of
+    the mpe2 parity tests above use. Some steps crowd the agents onto the forests, so that hiding is exercised."""
+    from gpurl.envs import base
+
+    common = dict(num_envs=8, device="cpu", seed=4, validate=False, **params)
+    runtime = gpurl.make("simple_world_comm", **common)
+    monkeypatch.setattr(base, "FIXED_AGENTS_MIN_ENVS", 1)
+    fixed = gpurl.make("simple_world_comm", **common)
+    p = runtime.params
+    assert runtime._build_constants == ()
+    assert dict(fixed._build_constants)["WORLD_COMM_LAYOUT"] == (p.num_adversaries, p.num_obstacles, p.num_food,
+                                                                 p.num_forests)
+    gen = torch.Generator().manual_seed(1)
+    for env in (runtime, fixed):
+        env.reset()
+    hidden = 0
+    for t in range(30):  # past the 25-step episodes: autoresets draw and observe through the fixed build too
+        if t % 6 == 3 and p.num_forests:  # every agent near a random forest: in some, out of others
+            forest = p.num_obstacles + p.num_food + torch.randint(0, p.num_forests, (8, p.num_agents), generator=gen)
+            near = runtime.state.landmark_pos.gather(1, forest[..., None].expand(-1, -1, 2))
+            pos = near + torch.rand(near.shape, generator=gen) * 0.8 - 0.4
+            for env in (runtime, fixed):
+                env.state.pos.copy_(pos)
+        actions = torch.cat([torch.randint(0, int(g.action_space.n), (8, g.agents.stop - g.agents.start), generator=gen)
+                             for g in runtime.groups.values()], dim=1)
+        out_r, out_f = runtime.step(actions), fixed.step(actions)
+        for name, a, b in zip(("obs", "reward", "terminated", "truncated"), out_r[:4], out_f[:4]):
+            assert torch.equal(a, b), (t, name)
+        first_other = 4 + 2 * p.num_landmarks  # the other agents' block: hidden ones read (0, 0)
+        hidden += int((out_r[0][:, 1:, first_other:first_other + 2] == 0).all(-1).sum())
+    assert hidden > 0 or not p.num_forests or p.num_agents == 1

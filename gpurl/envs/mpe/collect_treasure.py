@@ -216,7 +216,7 @@ def treasure_observe_others(e, i, s, c, row, start):
     j = -1
     at = start
     for _ in range(s.pos.shape[1] - 1):
-        d2, j = nearest_after(s.pos[e], px, py, i, d2, j)
+        d2, j = nearest_after(s.pos[e], s.pos.shape[1], px, py, i, d2, j)
         row[at] = s.pos[e, j, 0] - px
         row[at + 1] = s.pos[e, j, 1] - py
         row[at + 2] = s.vel[e, j, 0]
@@ -240,7 +240,7 @@ def treasure_observe_treasures(e, i, s, c, row, start):
     lm = -1
     at = start
     for _ in range(s.landmark_pos.shape[1]):  # every treasure by distance, the live ones written
-        d2, lm = nearest_after(s.landmark_pos[e], px, py, -1, d2, lm)
+        d2, lm = nearest_after(s.landmark_pos[e], s.landmark_pos.shape[1], px, py, -1, d2, lm)
         if s.alive[e, lm]:
             row[at] = s.landmark_pos[e, lm, 0] - px
             row[at + 1] = s.landmark_pos[e, lm, 1] - py

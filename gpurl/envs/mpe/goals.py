@@ -16,6 +16,7 @@ import numpy as np
 
 from ...kernels.targets import device
 from .phases import particle_draw_index, particle_draw_position
+from .physics import particle_agents, particle_obs_width
 
 f32 = np.float32
 _ZERO = f32(0.0)
@@ -46,7 +47,7 @@ def draw_goal_and_positions(e, s, c):
 @device
 def entity_position(e, s, entity):
     """(x, y) of entity ``entity`` of env e: an agent if < N, else landmark ``entity - N``."""
-    num_agents = s.pos.shape[1]
+    num_agents = particle_agents(s.pos.shape[1])
     if entity < num_agents:
         return s.pos[e, entity, 0], s.pos[e, entity, 1]
     return s.landmark_pos[e, entity - num_agents, 0], s.landmark_pos[e, entity - num_agents, 1]
@@ -65,7 +66,7 @@ def goal_distance(e, s, i):
 @device
 def zero_fill(row, start):
     """row[start:] = 0: the padding after an agent's own obs_dim (obs rows are reused between steps)."""
-    for d in range(start, row.shape[0]):
+    for d in range(start, particle_obs_width(row.shape[0])):
         row[d] = _ZERO
 
 

@@ -24,12 +24,12 @@ _BEFORE_ALL = f32(-1.0)  # a squared distance smaller than any: the search start
 
 
 @device
-def nearest_after(points, px, py, skip, prev_d2, prev_j):
-    """(d2, j): the point j != skip of ``points`` [M, 2] that comes next after (prev_d2, prev_j) in
-    (squared distance to (px, py), index) order; j = -1 when none is left."""
+def nearest_after(points, num_points, px, py, skip, prev_d2, prev_j):
+    """(d2, j): the point j != skip of ``points[:num_points]`` ([M, 2]) that comes next after (prev_d2, prev_j)
+    in (squared distance to (px, py), index) order; j = -1 when none is left."""
     best_d2 = _INF
     best_j = -1
-    for j in range(points.shape[0]):
+    for j in range(num_points):
         if j != skip:
             dx = points[j, 0] - px
             dy = points[j, 1] - py
@@ -42,13 +42,14 @@ def nearest_after(points, px, py, skip, prev_d2, prev_j):
 
 
 @device
-def observe_relative(row, col, points, skip, px, py, nearest):
-    """Write points[j] - (px, py) for the points j != skip (-1: none) of ``points`` [M, 2] into row[col:];
-    returns the column after them. ``nearest`` 0: all of them in index order (mpe2's full observability);
+def observe_relative(row, col, points, num_points, skip, px, py, nearest):
+    """Write points[j] - (px, py) for the points j != skip (-1: none) of ``points[:num_points]`` ([M, 2]: pass
+    M as the core's accessor gives it, a literal in a fixed-world build) into row[col:]; returns the column
+    after them. ``nearest`` 0: all of them in index order (mpe2's full observability);
     k > 0: the k nearest, nearest first, zeros in the slots past the last point (mpe2's
     ``padded_relative_positions``), 2k columns."""
     if nearest == 0:
-        for j in range(points.shape[0]):
+        for j in range(num_points):
             if j != skip:
                 row[col] = points[j, 0] - px
                 row[col + 1] = points[j, 1] - py
@@ -58,7 +59,7 @@ def observe_relative(row, col, points, skip, px, py, nearest):
     j = -1
     for slot in range(nearest):
         if slot == 0 or j >= 0:
-            d2, j = nearest_after(points, px, py, skip, d2, j)
+            d2, j = nearest_after(points, num_points, px, py, skip, d2, j)
         if j >= 0:
             row[col] = points[j, 0] - px
             row[col + 1] = points[j, 1] - py

@@ -31,6 +31,8 @@ _DEEP_OVERLAP = f32(16.0)
 # ---- the world as a build fixes it (PARTICLE_AGENTS > 0), else unused -----------------------------------
 PARTICLE_AGENTS = 0
 PARTICLE_LANDMARKS = 0
+#: An observation row's width (the widest group's obs_dim)
+PARTICLE_OBS_WIDTH = 0
 #: ``PARTICLE_<TABLE>``: world table ``<table>`` (:func:`.world.world_tables`), flattened (pairs: a * K + b)
 PARTICLE_ENTITY_KIND = (0,)
 PARTICLE_KIND_ACCEL = (_ZERO,)
@@ -58,7 +60,8 @@ def fixed_world_constants(world: World) -> dict:
     def literal(v):
         return int(v) if np.issubdtype(type(v), np.integer) else f32(v)
 
-    fixed = {"PARTICLE_AGENTS": world.num_agents, "PARTICLE_LANDMARKS": world.num_landmarks}
+    fixed = {"PARTICLE_AGENTS": world.num_agents, "PARTICLE_LANDMARKS": world.num_landmarks,
+             "PARTICLE_OBS_WIDTH": max(g.obs_dim for g in world.groups)}
     for name, table in world_tables(world).items():
         fixed[f"PARTICLE_{name.upper()}"] = tuple(literal(v) for v in table.ravel())
     numbers = world_constants(world, max_cycles=1, continuous=False)
@@ -76,6 +79,13 @@ def particle_agents(n):
 def particle_landmarks(n):
     """L: the build's fixed landmark count (when its agent count is fixed), else ``n``."""
     return PARTICLE_LANDMARKS if PARTICLE_AGENTS > 0 else n
+
+
+@device
+def particle_obs_width(width):
+    """An observation row's width: the build's fixed one (the widest group's obs_dim), else ``width`` (the
+    row's size)."""
+    return PARTICLE_OBS_WIDTH if PARTICLE_AGENTS > 0 else width
 
 
 @device

@@ -13,7 +13,7 @@ from .env import ParticleEnv, particle_scratch, particle_start, particle_state, 
 from .goals import draw_goal_and_positions, entity_position, goal_distance, zero_fill
 from .nearest import observe_relative
 from .params import ParticleParams
-from .physics import particle_agents
+from .physics import particle_agents, particle_landmarks
 from .phases import particle_finish
 from .world import AgentGroup, Kind, Landmarks, World
 
@@ -88,9 +88,11 @@ def simple_adversary_observe(e, i, s, c, actions):
         row[1] = gy - py
         col = 2
     fixed = ADVERSARY_NEIGHBORS[0] >= 0
-    col = observe_relative(row, col, s.landmark_pos[e], -1, px, py,
+    landmarks, agents = s.landmark_pos[e], s.pos[e]
+    col = observe_relative(row, col, landmarks, landmarks.shape[0], -1, px, py,
                            ADVERSARY_NEIGHBORS[0] if fixed else c.landmark_neighbors)
-    col = observe_relative(row, col, s.pos[e], i, px, py, ADVERSARY_NEIGHBORS[1] if fixed else c.agent_neighbors)
+    col = observe_relative(row, col, agents, agents.shape[0], i, px, py,
+                           ADVERSARY_NEIGHBORS[1] if fixed else c.agent_neighbors)
     zero_fill(row, col)
 
 

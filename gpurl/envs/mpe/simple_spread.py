@@ -14,6 +14,7 @@ from ..params import MAX_AGENTS, ranged
 from .env import ParticleEnv, particle_scratch, particle_start, particle_state, particle_step
 from .goals import draw_uniform_world, zero_fill
 from .nearest import observe_relative
+from .physics import particle_agents, particle_landmarks
 from .params import ParticleParams
 from .phases import particle_finish, particle_observe_motion
 from .world import AgentGroup, Kind, Landmarks, World
@@ -109,8 +110,9 @@ def spread_observe(e, i, s, c, actions):
     messages (dim_c zeros per agent slot: every agent is silent)]."""
     row = s.obs[e, i]
     px, py = particle_observe_motion(row, e, i, s)
-    at = observe_relative(row, 4, s.landmark_pos[e], -1, px, py, c.landmark_neighbors)
-    at = observe_relative(row, at, s.pos[e], i, px, py, c.agent_neighbors)
+    landmarks, agents = s.landmark_pos[e], s.pos[e]
+    at = observe_relative(row, 4, landmarks, particle_landmarks(landmarks.shape[0]), -1, px, py, c.landmark_neighbors)
+    at = observe_relative(row, at, agents, particle_agents(agents.shape[0]), i, px, py, c.agent_neighbors)
     zero_fill(row, at)  # the silent agents' messages, then the padding
 
 

@@ -18,7 +18,9 @@ from ...kernels.fields import field
 from ...kernels.targets import device
 from ..params import MAX_AGENTS, ranged
 from .env import ParticleEnv, particle_scratch, particle_start, particle_state, particle_step
+from .goals import zero_fill
 from .params import ParticleParams
+from .physics import particle_agents, particle_landmarks
 from .phases import particle_draw_position, particle_finish, particle_observe_motion
 from .world import AgentGroup, Kind, Landmarks, World
 
@@ -41,6 +43,11 @@ GOOD = Kind("agent", size=0.045, accel=4.0, max_speed=1.3)
 OBSTACLE = Kind("obstacle", size=0.2, movable=False)
 FOOD = Kind("food", size=0.03, movable=False, collide=False)
 FOREST = Kind("forest", size=0.3, movable=False, collide=False)
+#: The world's layout as a fixed-world build fixes it (:meth:`SimpleWorldComm.build_constants`): adversaries,
+#: obstacles, food, forests. With the core's fixed sizes, every loop of the phases then has a literal trip count
+#: and every column of an observation row is a literal: LLVM unrolls the rows into straight stores, where
+#: run-time counts left it a loop of data-dependent columns. -1 (other builds): read ``c``.
+WORLD_COMM_LAYOUT = (-1, -1, -1, -1)
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,41 @@ class SimpleWorldCommParams(ParticleParams):
 # ---- device helpers ------------------------------------------------------------------------------------
 
 @device
+def world_comm_fixed():
+    """The build fixes the layout (WORLD_COMM_LAYOUT)."""
+    return WORLD_COMM_LAYOUT[0] >= 0
+
+
+@device
+def world_comm_adversaries(c):
+    """A: agents 0..A-1 are adversaries."""
+    return WORLD_COMM_LAYOUT[0] if world_comm_fixed() else np.int64(c.num_adversaries)
+
+
+@device
+def world_comm_first_food(c):
+    """The landmark index of the first food (after the obstacles)."""
+    return WORLD_COMM_LAYOUT[1] if world_comm_fixed() else np.int64(c.first_food)
+
+
+@device
+def world_comm_num_food(c):
+    return WORLD_COMM_LAYOUT[2] if world_comm_fixed() else np.int64(c.num_food)
+
+
+@device
+def world_comm_first_forest(c):
+    """The landmark index of the first forest (after the obstacles and the food)."""
+    return WORLD_COMM_LAYOUT[1] + WORLD_COMM_LAYOUT[2] if world_comm_fixed() else np.int64(c.first_forest)
+
+
+@device
+def world_comm_forest_words(forests):
+    """W: int64 words of an agent's forest bits (forests: [N, W])."""
+    return (WORLD_COMM_LAYOUT[3] + 63) // 64 if world_comm_fixed() else forests.shape[1]
+
+
+@device
 def world_comm_landmark_distance(pos, landmarks, i, m):
     """|p_i - q_m| of agent i and landmark m."""
     dx = pos[i, 0] - landmarks[m, 0]
@@ -121,7 +163,8 @@ def world_comm_good_reward(pos, landmarks, g, s, c, catches):
     for d in range(2):
         reward -= _BOUND_WEIGHT * world_comm_bound(abs(pos[g, d]))
     nearest = _INF
-    for m in range(c.first_food, c.first_food + c.num_food):
+    first_food = world_comm_first_food(c)
+    for m in range(first_food, first_food + world_comm_num_food(c)):
         d = world_comm_landmark_distance(pos, landmarks, g, m)
         if world_comm_touches(s, g, pos.shape[0] + m, d):
             reward += _FOOD
@@ -140,7 +183,9 @@ def world_comm_distance(pos, a, b):
 @device
 def world_comm_num_forests(landmarks, c):
     """F: the landmarks after the obstacles and the food (landmarks: [L, 2])."""
-    return landmarks.shape[0] - c.first_forest
+    if world_comm_fixed():
+        return WORLD_COMM_LAYOUT[3]
+    return landmarks.shape[0] - world_comm_first_forest(c)
 
 
 @device
@@ -153,12 +198,12 @@ def world_comm_in_forest(forests, i, f):
 def world_comm_sees(forests, i, j):
     """Agent i observes agent j (forests: int64 [N, W], each agent's forests as bits): the leader (agent 0)
     always; another when i and j share a forest, or neither is in any (mpe2's for-else over the forests)."""
-    shared = i == 0
-    hidden = False
-    for w in range(forests.shape[1]):
-        shared = shared or (forests[i, w] & forests[j, w]) != 0
-        hidden = hidden or (forests[i, w] | forests[j, w]) != 0
-    return shared or not hidden
+    shared = _NO_BITS
+    either = _NO_BITS
+    for w in range(world_comm_forest_words(forests)):  # bit operations: no branch per word
+        shared |= forests[i, w] & forests[j, w]
+        either |= forests[i, w] | forests[j, w]
+    return (i == 0) | (shared != 0) | (either == 0)
 
 
 @device
@@ -172,7 +217,7 @@ def world_comm_pair(row, k, x, y, shown):
 @device
 def world_comm_velocities(row, k, vel, forests, i, c):
     """row[k:] = the good agents' velocities (agent i's own skipped), zero where i cannot see them."""
-    for j in range(c.num_adversaries, vel.shape[0]):
+    for j in range(world_comm_adversaries(c), particle_agents(vel.shape[0])):
         if j != i:
             k = world_comm_pair(row, k, vel[j, 0], vel[j, 1], world_comm_sees(forests, i, j))
 
@@ -202,10 +247,11 @@ def world_comm_forests(e, i, s, c, actions):
     landmarks = s.landmark_pos[e]
     forests = s.forests[e]
     num_forests = world_comm_num_forests(landmarks, c)
-    for w in range(forests.shape[1]):
+    first_forest = world_comm_first_forest(c)
+    for w in range(world_comm_forest_words(forests)):
         word = _NO_BITS
         for f in range(64 * w, min(num_forests, 64 * w + 64)):
-            m = c.first_forest + f
+            m = first_forest + f
             if world_comm_touches(s, i, pos.shape[0] + m, world_comm_landmark_distance(pos, landmarks, i, m)):
                 word |= _BIT << (f - 64 * w)
         forests[i, w] = word
@@ -216,17 +262,19 @@ def world_comm_reward(e, s, c, actions):
     pair anywhere (mpe2 counts all pairs for each adversary, not only its own catches)."""
     pos = s.pos[e]
     landmarks = s.landmark_pos[e]
+    num_agents = particle_agents(pos.shape[0])
+    num_adversaries = world_comm_adversaries(c)
     caught = 0
-    for g in range(c.num_adversaries, pos.shape[0]):
+    for g in range(num_adversaries, num_agents):
         catches = 0
-        for a in range(c.num_adversaries):
+        for a in range(num_adversaries):
             if world_comm_touches(s, a, g, world_comm_distance(pos, a, g)):
                 catches += 1
         caught += catches
         s.reward[e, g] = world_comm_good_reward(pos, landmarks, g, s, c, catches)
-    for a in range(c.num_adversaries):
+    for a in range(num_adversaries):
         nearest = _INF
-        for g in range(c.num_adversaries, pos.shape[0]):
+        for g in range(num_adversaries, num_agents):
             nearest = min(nearest, world_comm_distance(pos, a, g))
         s.reward[e, a] = _CATCH * f32(caught) - _CHASE_SHAPING * nearest
     particle_finish(e, s, c, False)
@@ -241,27 +289,28 @@ def world_comm_observe(e, i, s, c, actions):
     landmarks = s.landmark_pos[e]
     forests = s.forests[e]
     px, py = particle_observe_motion(row, e, i, s)
+    num_agents = particle_agents(pos.shape[0])
+    num_adversaries = world_comm_adversaries(c)
     k = 4
-    for m in range(landmarks.shape[0]):
+    for m in range(particle_landmarks(landmarks.shape[0])):
         row[k] = landmarks[m, 0] - px
         row[k + 1] = landmarks[m, 1] - py
         k += 2
-    for j in range(pos.shape[0]):
+    for j in range(num_agents):
         if j != i:
             k = world_comm_pair(row, k, pos[j, 0] - px, pos[j, 1] - py, world_comm_sees(forests, i, j))
     # mpe2 puts an adversary's view of the good agents' velocities before its forest flags, a good agent's after
-    adversary = i < c.num_adversaries
+    adversary = i < num_adversaries
     num_flags = world_comm_num_forests(landmarks, c)
-    num_velocities = 2 * (pos.shape[0] - c.num_adversaries) - (0 if adversary else 2)
+    num_velocities = 2 * (num_agents - num_adversaries) - (0 if adversary else 2)
     world_comm_velocities(row, k if adversary else k + num_flags, s.vel[e], forests, i, c)
     world_comm_forest_flags(row, k + num_velocities if adversary else k, forests, i, num_flags)
     k += num_velocities + num_flags
     if adversary:
-        for d in range(c.dim_c):
+        for d in range(DIM_C):
             row[k + d] = s.comm[e, 0, d]
-        k += c.dim_c
-    for d in range(k, row.shape[0]):
-        row[d] = _ZERO
+        k += DIM_C
+    zero_fill(row, k)
 
 
 _OBSERVE = [per_agent(world_comm_forests), per_agent(world_comm_observe)]
@@ -294,6 +343,13 @@ class SimpleWorldComm(ParticleEnv):
                      landmarks=(Landmarks(p.num_obstacles, OBSTACLE), Landmarks(p.num_food, FOOD),
                                 Landmarks(p.num_forests, FOREST)),
                      dim_c=DIM_C)
+
+    def build_constants(self) -> dict:
+        fixed = super().build_constants()
+        if fixed:  # a fixed world (a large CPU batch): its layout too
+            p = self.params
+            fixed["WORLD_COMM_LAYOUT"] = (p.num_adversaries, p.num_obstacles, p.num_food, p.num_forests)
+        return fixed
 
     def scenario_constants(self) -> dict:
         p = self.params
