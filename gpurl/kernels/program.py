@@ -105,15 +105,21 @@ def _cpu_sources(name: str, phases: tuple[Phase, ...], nargs: int, fixed_agents:
 
     Either way a run of consecutive rare phases is a function of its own (``{name}_rare{p}``), called only
     where one of their guards holds.
+
+    Every function that takes an env index ``e`` first returns where ``e < 0`` (never: envs count from 0).
+    Numba wraps a negative array index around (``a[e]`` is ``a[e + len(a)]`` for e < 0) at every access with a
+    signed index; below that test LLVM knows ``e >= 0`` and drops the wraparound from every access of the env.
     """
+    env_index_is_valid = ["    if e < 0:", "        return"]
     args = ", ".join(f"a{k}" for k in range(nargs))
     agents_loop = [f"for i in range({fixed_agents or 'num_agents'}):", "    {call}"]
     functions: dict[str, str] = {}
-    lines = ([f"def {name}_envs(e0, e1, num_agents, {args}):", "    for e in range(e0, e1):"] if fixed_agents
+    lines = ([f"def {name}_envs(e0, e1, num_agents, {args}):", "    for e in range(e0, e1):",
+              *("    " + line for line in env_index_is_valid)] if fixed_agents
              else [f"def {name}(num_envs, num_agents, envs_per_call, {args}):", "    for e in prange(num_envs):"])
 
     def outline(function_name: str, run: list[int]) -> None:
-        body = [f"def {function_name}(e, num_agents, {args}):"]
+        body = [f"def {function_name}(e, num_agents, {args}):", *env_index_is_valid]
         for q in run:
             body += _phase_lines(q, phases[q], args, "    ", agents_loop)
         functions[function_name] = "\n".join(body) + "\n"
