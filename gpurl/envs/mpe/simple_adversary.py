@@ -13,7 +13,7 @@ from .env import ParticleEnv, particle_scratch, particle_start, particle_state, 
 from .goals import draw_goal_and_positions, entity_position, goal_distance, zero_fill
 from .nearest import observe_relative
 from .params import ParticleParams
-from .physics import particle_agents, particle_landmarks
+from .physics import particle_agents
 from .phases import particle_finish
 from .world import AgentGroup, Kind, Landmarks, World
 
@@ -89,9 +89,12 @@ def simple_adversary_observe(e, i, s, c, actions):
         col = 2
     fixed = ADVERSARY_NEIGHBORS[0] >= 0
     landmarks, agents = s.landmark_pos[e], s.pos[e]
+    # The agents' count is the fixed world's literal; the landmarks' stays the array's: with both literal, the
+    # same build loaded from the build cache ran at one of two speeds, 2x apart, from process to process
+    # (docs/benchmarks.md, seventh session).
     col = observe_relative(row, col, landmarks, landmarks.shape[0], -1, px, py,
                            ADVERSARY_NEIGHBORS[0] if fixed else c.landmark_neighbors)
-    col = observe_relative(row, col, agents, agents.shape[0], i, px, py,
+    col = observe_relative(row, col, agents, particle_agents(agents.shape[0]), i, px, py,
                            ADVERSARY_NEIGHBORS[1] if fixed else c.agent_neighbors)
     zero_fill(row, col)
 
