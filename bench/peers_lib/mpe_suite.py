@@ -169,9 +169,9 @@ COMMON_NOTES = {
             "spaces; its ratios compare libraries, not identical envs.",
     "mpe2": "the semantic reference (float64): one Python env per env, stepped in a loop, reset when its "
             "episode is over.",
-    "gpurl": "mpe2 1.1.1's scenario in float32 (docs/specs/mpe.md); validate=False; autoresets, writing each step's "
-             "observations, rewards, dones, the final observations of envs that ended and the global state into "
-             "its buffers.",
+    "gpurl": "mpe2 1.1.1's scenario in float32 (docs/specs/mpe.md); validate=False, global_state=False (no peer "
+             "computes one); autoresets, writing each step's observations, rewards, dones and the final "
+             "observations of envs that ended into its buffers.",
 }
 
 
