@@ -14,8 +14,8 @@ from ..params import MAX_AGENTS, ranged
 from .env import ParticleEnv, particle_scratch, particle_start, particle_state, particle_step
 from .goals import draw_uniform_world, zero_fill
 from .nearest import observe_relative
-from .physics import particle_agents, particle_landmarks
 from .params import ParticleParams
+from .physics import particle_agents, particle_landmarks
 from .phases import particle_finish, particle_observe_motion
 from .world import AgentGroup, Kind, Landmarks, World
 
