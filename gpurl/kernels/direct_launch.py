@@ -16,7 +16,7 @@ class DirectLaunch:
     """Launches of one CPU build that call its compiled overload directly.
 
     Numba's dispatcher types every argument at every call; for a named tuple of arrays (an env's state)
-    that costs microseconds per launch, a few percent of a 4096-env simple_tag step. ``launcher(key, E, N, *args)`` launches through
+    that costs microseconds per launch. ``launcher(key, E, N, *args)`` launches through
     :meth:`EnvKernel.launch` (errors diagnosed as usual) the first time it sees ``key``, then calls that
     overload's entry point for every later launch with the same ``key`` (a failure there gets the same
     diagnosis).

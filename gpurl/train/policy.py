@@ -44,9 +44,6 @@ def read_checkpoint(path: str | Path, say=print) -> tuple[Path, dict]:
     return path, load_checkpoint(path)
 
 
-
-
-
 def check_env_fits(checkpoint: dict, source, env) -> None:
     """CheckpointError unless ``env`` is the env the checkpoint's run trained on (name, then every group's
     agents, observation width and action space), before anything acts."""

@@ -83,11 +83,11 @@ def action_spec(space: gymnasium.Space, n: int, categorical: bool, device):
             return Categorical(int(space.n), shape=(n,), dtype=torch.int64, device=device)
         return OneHot(int(space.n), shape=(n, int(space.n)), dtype=torch.int64, device=device)
     if isinstance(space, gymnasium.spaces.MultiDiscrete):
-        nvec = torch.as_tensor(space.nvec, dtype=torch.int64)
+        sizes = [int(k) for k in space.nvec]  # the space's own numpy vector: no tensor is read
         if categorical:
-            return MultiCategorical(nvec.expand(n, -1), shape=(n, len(nvec)), dtype=torch.int64, device=device)
-        # host-ok: nvec is the space's own (host) vector, read once when the spec is built
-        return MultiOneHot(nvec.tolist(), shape=(n, int(nvec.sum())), dtype=torch.int64, device=device)
+            nvec = torch.tensor(sizes, dtype=torch.int64).expand(n, -1)
+            return MultiCategorical(nvec, shape=(n, len(sizes)), dtype=torch.int64, device=device)
+        return MultiOneHot(sizes, shape=(n, sum(sizes)), dtype=torch.int64, device=device)
     low = torch.tensor(np.broadcast_to(space.low, (n, *space.shape)), dtype=torch.float32)
     high = torch.tensor(np.broadcast_to(space.high, (n, *space.shape)), dtype=torch.float32)
     if low.isinf().all() and high.isinf().all():
