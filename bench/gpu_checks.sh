@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The checks to run when a session is lent a GPU, as one script that fits one short lease.
 #
-#     OUT=/some/dir bash bench/gpu_checks.sh [SECONDS]      # SECONDS: the whole run's budget (default 540)
+#     OUT=/some/dir bash bench/gpu_checks.sh [SECONDS]      # SECONDS: the whole run's budget (default 470)
 #
 # The gpu test tier runs in the background (it is mostly single-threaded compilation; the GPU machine
 # has 16 cores) while the benchmarks run one after another in the foreground, each cut at its share of
@@ -16,7 +16,7 @@
 # image's numpy 2.5 (np.row_stack is gone).
 set -u
 OUT=${OUT:-/tmp/gpurl-gpu-checks}
-BUDGET=${1:-540}
+BUDGET=${1:-470}
 START=$(date +%s)
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -82,14 +82,23 @@ EOF
 ) &
 TIER=$!
 
-step env_throughput 100 $PY bench/env_throughput.py --device cuda --configs tag-10v100,tag-5x1000 \
-    --sizes 1,100,1000,4096,16384 --repeats 3
-step kernels 60 $PY bench/kernels.py --sizes 1000,100000,1000000
-# The learner eager: torch.compile's first compile alone took longer than this step's share (2026-11-27).
-step tag_ppo_10v100 120 $PY bench/tag_ppo.py --device cuda --preset tag-10v100 --num-envs 2000 --iters 20 \
-    --learner-backend eager --log-dir runs/gpu-tag-10v100
-step peers 150 $PY bench/peers.py --device cuda --peers jaxmarl --no-train --rounds 2 \
-    --scenarios simple_tag,simple_spread,simple_speaker_listener --num-envs 1,256,4096,65536
+# Issue 39 (GPU-first training), in order of what decides it:
+# 1. every algorithm's steady-state iteration under set_sync_debug_mode("error"), what a graph captures, graph
+#    nodes per rollout step, iteration times side by side (PPO, MAPPO, QMIX, ...): simple_tag 3v1v2, 4096 envs, T=128.
+step iteration_time 110 $PY bench/iteration_time.py --device cuda --preset simple-tag --num-envs 4096 \
+    --rollout-len 128 --train-groups '' --variants ppo,a2c,mappo,ppo:gru,iql,vdn,qmix --iters 3 --rounds 2
+# 2. gpurl PPO vs the JAX IPPO (one jit), simple_tag 3v1v2, T=128, 4 epochs x 4 minibatches, at three sizes.
+for n in 1024 4096 16384; do
+    step "peers_train_$n" 75 $PY bench/peers.py --device cuda --scenarios '' --peers jaxmarl --train-envs "$n" \
+        --train-rollout 128 --train-iters 8 --train-seeds 1
+done
+# 3. The main job as a new user runs it (tag-10v100 x 1000 envs, 100 iterations), its speed and learning.
+step tag_ppo_main 130 $PY bench/tag_ppo.py --device cuda --log-dir runs/gpu-main-job
+# 4. TF32 against full FP32 for the learner: the same short simple_tag run both ways.
+step simple_tag_tf32 45 $PY bench/tag_ppo.py --device cuda --preset simple-tag --num-envs 4096 --iters 40 \
+    --eval-episodes 512 --log-dir runs/gpu-tf32
+step simple_tag_fp32 45 $PY bench/tag_ppo.py --device cuda --preset simple-tag --num-envs 4096 --iters 40 \
+    --eval-episodes 512 --no-tf32 --log-dir runs/gpu-fp32
 
 wait $TIER
 echo "== all done in $(( $(date +%s) - START ))s" >>"$OUT/summary.log"

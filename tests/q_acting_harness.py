@@ -27,4 +27,7 @@ def q_actor_setup(groups: dict[str, tuple[slice, int]], obs: torch.Tensor, env_o
         def policy_input(self, t0, t1, agents, dim):
             return obs[None, :, agents, :dim].expand(t1 - t0, -1, -1, -1)
 
+        def frame_views(self, t0, t1, agents, dim):  # one frame: the storage's (frames, starts) of no history
+            return (self.policy_input(t0, t1, agents, dim),), ()
+
     return group_specs, spec, Storage()

@@ -47,3 +47,13 @@ def test_gae_kernel_fits_in_registers(gae_compiled, ptxas, tmp_path):
     assert "0 bytes spill stores" in done.stderr, done.stderr
     # 65536 registers / 2048 threads per SM: <= 32 keeps full occupancy, <= 64 at least half.
     assert registers <= 64, done.stderr
+
+
+def test_bookkeeping_kernel_compiles_for_sm90_without_float64():
+    from gpurl.fusion.bookkeeping import BOOKKEEPING_BLOCK_E, BOOKKEEPING_SM90_SIGNATURE, bookkeeping_kernel
+
+    compiled = compile_triton_sm90(bookkeeping_kernel, BOOKKEEPING_SM90_SIGNATURE,
+                                   {"BLOCK_E": BOOKKEEPING_BLOCK_E, "BLOCK_C": 8}, num_warps=4)
+    ptx = compiled.asm["ptx"]
+    assert ".entry bookkeeping_kernel" in ptx and float64_instructions(ptx) == []
+    assert compiled.asm["cubin"][:4] == b"\x7fELF"

@@ -1,7 +1,11 @@
 """GPU tier (skips without CUDA): the fused actors (PPO's, and the value-based algorithms' epsilon-greedy
 one) and GAE on a device against their torch definitions, the compiled acting and learning on CUDA,
-graph-captured rollouts against eager ones, and PPO and QMIX iterations end to end on the device."""
+graph-captured iterations (PPO's whole iteration, QMIX's rollout) against eager ones, no host sync in a
+steady-state iteration of any algorithm, a captured rollout step of at most four kernels, and PPO and QMIX
+iterations end to end on the device."""
 from __future__ import annotations
+
+import re
 
 import gymnasium
 import pytest
@@ -82,24 +86,65 @@ def test_fused_gae_matches_reference_on_device(requires_cuda):
     torch.testing.assert_close(ret, ret_ref, atol=1e-4, rtol=1e-4)
 
 
-def _trainer(device, graph: bool, learner: str = "auto") -> Trainer:
-    cfg = build_config(env="tag_continuous", env_params=TINY, num_envs=64, rollout_len=16, iters=4, frame_stack=2,
-                       seed=3, device=str(device), cuda_graph=graph, eval_episodes=0, learner_backend=learner)
+def _trainer(device, graph: bool, learner: str = "auto", **extra) -> Trainer:
+    values = dict(env="tag_continuous", env_params=TINY, num_envs=64, rollout_len=16, iters=8, frame_stack=2, seed=3,
+                  device=str(device), cuda_graph=graph, eval_episodes=0, learner_backend=learner)
+    cfg = build_config(**{**values, **extra})
     return Trainer(cfg)
 
 
-def test_graph_captured_rollout_gives_the_eager_trajectories(requires_cuda):
-    device = requires_cuda
-    eager, graphed = _trainer(device, False), _trainer(device, True)
-    assert eager.graphed is None and graphed.graphed is not None
-    for _ in range(3):  # iteration 1 warms up, 2 captures and replays, 3 replays
-        eager.rollout()
-        graphed.rollout()
-        for name in ("obs", "actions", "reward", "terminated", "truncated", "log_prob", "value"):
-            assert torch.equal(getattr(eager.storage, name), getattr(graphed.storage, name)), name
-        eager.storage.roll_over()
-        graphed.storage.roll_over()
-    assert graphed.graphed.graph is not None
+@pytest.mark.parametrize("variant", ["ppo", "mappo", "ppo-gru"])
+def test_a_graph_captured_iteration_gives_the_eager_iterations(requires_cuda, variant):
+    """The whole iteration (rollout, advantages, every minibatch, Adam) captured once and replayed lands where
+    the eager iterations land."""
+    algo, _, recurrent = variant.partition("-")
+    extra = dict(algo=algo, recurrent=recurrent or "none")
+    eager, graphed = _trainer(requires_cuda, False, **extra), _trainer(requires_cuda, True, **extra)
+    assert eager.graphed_iteration is None and graphed.graphed_iteration is not None
+    for _ in range(4):  # iteration 1 warms up, 2 captures and replays, 3 and 4 replay
+        torch.testing.assert_close(graphed.iterate(), eager.iterate(), rtol=1e-5, atol=1e-6)
+    assert graphed.graphed_iteration.graph is not None
+    torch.testing.assert_close(graphed.algo.flat.param, eager.algo.flat.param, rtol=1e-5, atol=1e-6)
+    for name in ("obs", "actions", "reward", "terminated", "truncated", "log_prob", "value"):
+        torch.testing.assert_close(getattr(graphed.storage, name), getattr(eager.storage, name), msg=name)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "mappo", "ppo-gru", "iql", "vdn", "qmix"])
+def test_a_steady_state_iteration_never_syncs_with_the_host(requires_cuda, algo):
+    """torch.cuda.set_sync_debug_mode("error") around steady-state iterations of every algorithm."""
+    name, _, recurrent = algo.partition("-")
+    trainer = _q_trainer(requires_cuda, True, algo=name) if name in ("iql", "vdn", "qmix") else \
+        _trainer(requires_cuda, True, algo=name, recurrent=recurrent or "none")
+    for _ in range(3):
+        trainer.iterate()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(2):
+            stats = trainer.iterate()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(stats).all()
+
+
+def test_a_rollout_step_is_at_most_four_kernels_of_the_captured_graph(requires_cuda, tmp_path):
+    """The rollout of PPO on Tag (two trained groups, one frame) captured on its own: its graph's kernel and
+    memory nodes, per step, are the two groups' fused actors, the env kernel and the bookkeeping kernel. (With
+    stacked frames each group's input is stacked by three more kernels a step: the fused actors do not read
+    frames themselves yet.)"""
+    trainer = _trainer(requires_cuda, False, frame_stack=1)
+    trainer.rollout()  # warm-up: compiles
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    graph.enable_debug_mode()
+    with torch.cuda.graph(graph):
+        trainer._rollout_steps(timed=False)
+    dump = tmp_path / "rollout.dot"
+    graph.debug_dump(str(dump))
+    text = dump.read_text()
+    nodes = len(re.findall(r"(KERNEL|MEMSET|MEMCPY)", text))
+    assert nodes, text[:2000]
+    assert nodes / trainer.config.rollout_len <= 4, f"{nodes} nodes over {trainer.config.rollout_len} steps"
 
 
 @pytest.mark.parametrize("learner", ["compiled", "eager"])
@@ -114,8 +159,8 @@ def test_ppo_iterations_on_device_are_finite(requires_cuda, learner):
 Q_GRID = dict(num_taggers=2, grid_length=6, episode_length=12)
 
 
-def _q_trainer(device, graph: bool) -> Trainer:
-    cfg = build_config(algo="qmix", env="tag_gridworld", env_params=Q_GRID, num_envs=64, rollout_len=16, iters=4,
+def _q_trainer(device, graph: bool, algo: str = "qmix") -> Trainer:
+    cfg = build_config(algo=algo, env="tag_gridworld", env_params=Q_GRID, num_envs=64, rollout_len=16, iters=8,
                        frame_stack=2, seed=3, device=str(device), cuda_graph=graph, eval_episodes=0,
                        replay_capacity=64, q_batch=256, q_updates=2)
     return Trainer(cfg)

@@ -1,6 +1,7 @@
 """The PPO loss (gpurl/algos/ppo_loss.py), its one definition, against hand-computed cases and against
-its compiled fast path: the same loss, statistics and gradients; a whole update through both
-backends lands on the same parameters; flat gradients stay views; an empty shard gives zero gradients.
+its compiled fast path: the same loss, statistics and gradients; the learner's objective differentiated in one
+compiled region (torch.func) and by autograd; a whole update through both backends lands on the same
+parameters; parameters stay views of the flat one; clipping and Adam against torch's own.
 """
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ import pytest
 import torch
 
 from gpurl.algos.compiling import compile_step
-from gpurl.algos.nets import ActorCritic
 from gpurl.algos.flat import FlatParameters
-from gpurl.algos.ppo import PPOLearner
+from gpurl.algos.flat_adam import FlatAdam
+from gpurl.algos.nets import ActorCritic
 from gpurl.algos.ppo_loss import STAT_NAMES, GroupBatch, LossCoefficients, advantage_moments, groups_loss, ppo_loss
-from gpurl.algos.base import LearnContext
-from gpurl.multigpu.placement import EnvShard, LocalComm
-from gpurl.train import build_config
-from gpurl.train.metrics import PhaseTimer
+from gpurl.algos.update_step import apply_gradient, gradient_autograd, gradient_compiled
+from gpurl.multigpu.placement import LocalComm
+from gpurl.train import Trainer, build_config
+
+from test_train_ppo import TINY
 
 pytestmark = pytest.mark.cpu
 
@@ -133,78 +135,102 @@ def test_compiled_loss_gives_the_eager_loss_statistics_and_gradients(case):
     assert got_stats.shape == (len(spaces), len(STAT_NAMES))
 
 
-def learner_run(backend: str, shard: EnvShard | None = None, minibatches: int = 2, reduce_gradients=None):
-    """PPOLearner.update over two groups with SGD, through ``backend``; returns (parameters, stats, grads,
-    nets). The rollout is [T=4, E=10, n=10] per group; ``shard`` picks this rank's envs of it."""
-    cfg = build_config(env="simple_tag", iters=1, epochs=2, minibatches=minibatches, max_grad_norm=0.05,
-                       learner_backend=backend)
-    spaces = {"a": SPACES["discrete"], "b": SPACES["multidiscrete"]}
-    nets = torch.nn.ModuleDict({k: random_policy(s, (32, 32), "tanh", seed=i) for i, (k, s) in enumerate(spaces.items())})
-    batches = {k: random_batch(nets[k], s, rows=400, seed=10 + i) for i, (k, s) in enumerate(spaces.items())}
-    shard = shard or EnvShard(0, 10, 10)
-    rows = torch.arange(400).view(4, 10, 10)[:, shard.lo:shard.hi].reshape(-1)
-    batches = {k: b.rows(rows) for k, b in batches.items()}
-    for b in batches.values():
-        b.agents = 10
-    grads = FlatParameters(nets)
-    learner = PPOLearner(cfg, None, nets, torch.optim.SGD([grads.param], lr=0.1), grads,
-                         "compiled" if backend == "compiled" else "eager")
-    ctx = LearnContext(shard, LocalComm(), reduce_gradients or (lambda g: None), torch.Generator().manual_seed(7),
-                       PhaseTimer(torch.device("cpu")))
-    stats = learner.update(batches, ctx)
-    return nets.state_dict(), stats, grads, nets
+def tiny_trainer(**overrides) -> Trainer:
+    """A tiny Tag (two trained groups, frame stacking, truncation) whose rollout acts eagerly, so trainers of
+    different learner backends see the same samples."""
+    values = dict(env="tag_continuous", env_params=TINY, num_envs=4, rollout_len=8, iters=3, epochs=2, minibatches=3,
+                  eval_episodes=0, seed=5, progress=False, device="cpu", policy_backend="eager", max_grad_norm=0.05,
+                  frame_stack=2)
+    values.update(overrides)
+    return Trainer(build_config(**values))
+
+
+def packed_epoch(trainer: Trainer):
+    """The learner's objective and one epoch of its minibatches, shuffled from a fresh rollout."""
+    learner, s = trainer.algo.learner, trainer.storage
+    trainer.rollout()
+    learner._build(s, trainer.learn_context)
+    advantages, returns = learner.advantages(s)
+    learner.samples.pack(s, advantages, returns, learner.nets, learner.value_norms)
+    learner.samples.shuffle(learner.seed, torch.tensor([3]))
+    inputs = [learner.samples.group_inputs(name, torch.tensor([[0.2, 1.5]] * 3)) for name in learner.nets]
+    return learner, inputs
+
+
+@pytest.mark.parametrize("algo", ["ppo", "mappo"])
+def test_the_compiled_gradient_is_the_autograd_gradient(algo):
+    """One minibatch of the learner's objective: its gradient by torch.func inside one compiled region, and
+    by autograd through the eager objective: the same flat gradient and statistics."""
+    learner, inputs = packed_epoch(tiny_trainer(algo=algo, learner_backend="compiled"))
+    for m in learner.minibatch_ids:
+        args = (learner.objective, learner.flat, "trainable.", m, inputs)
+        want, want_stats = gradient_autograd(*args)
+        got, got_stats = gradient_compiled(*args)
+        assert want.shape == learner.flat.param.shape and want.abs().max() > 0
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6 * want.abs().max().item())
+        torch.testing.assert_close(got_stats, want_stats, rtol=1e-5, atol=1e-6)
 
 
 def test_whole_update_compiled_equals_eager():
-    """Two epochs of two minibatches for two groups, gradient clipping binding on every step, SGD (no
-    Adam normalisation to magnify rounding): the same parameters and statistics."""
-    (pe, se, _, _), (pc, sc, _, _) = learner_run("eager"), learner_run("compiled")
-    for key in pe:
-        torch.testing.assert_close(pc[key], pe[key], rtol=1e-4, atol=1e-5, msg=key)
-    torch.testing.assert_close(sc, se, rtol=1e-4, atol=1e-5)
+    """Two epochs of three minibatches for two groups, the clip binding: the compiled and eager learners land
+    on the same parameters and statistics from the same rollout."""
+    trainers = [tiny_trainer(learner_backend=b, lr=1e-4) for b in ("eager", "compiled")]
+    stats = [t.iterate() for t in trainers]
+    (pe, pc) = (t.algo.flat.param.detach() for t in trainers)
+    assert not torch.equal(pe, trainers[0].algo.flat.param.new_zeros(pe.shape))
+    torch.testing.assert_close(pc, pe, rtol=0, atol=1e-6)
+    torch.testing.assert_close(stats[1], stats[0], rtol=1e-4, atol=1e-6)
 
 
-def test_flat_parameters_and_gradients_stay_views_through_backward_and_step():
-    """After a whole update (backward passes, SGD steps on the flat parameter) every module parameter
-    and gradient still lives in the flat buffers, and the modules hold what the optimizer wrote."""
-    _, _, flat, nets = learner_run("eager")
+def test_flat_parameters_stay_views_through_updates():
+    """After whole updates every module parameter still lives in the flat parameter, holding what Adam wrote."""
+    trainer = tiny_trainer(learner_backend="compiled")
+    before = trainer.algo.flat.param.detach().clone()
+    trainer.iterate()
+    flat = trainer.algo.flat
+    assert not torch.equal(flat.param.detach(), before)
     offset = 0
-    for p in nets.parameters():
+    for p in trainer.algo.trainable.parameters():
         if p.numel():  # an empty tensor (a categorical policy's log_std) has no storage to share
             assert p.data_ptr() == flat.param[offset:].data_ptr(), "a parameter stopped being a view"
-            assert p.grad.data_ptr() == flat.grad[offset:].data_ptr(), "a .grad stopped being a view"
             assert torch.equal(p.detach().reshape(-1), flat.param.detach()[offset:offset + p.numel()])
         offset += p.numel()
-    assert offset == flat.param.numel() == flat.grad.numel()
+    assert offset == flat.param.numel()
 
 
-def test_a_shard_holding_none_of_a_minibatch_hands_zero_gradients_to_the_reduction(monkeypatch):
-    """One env of ten (40 of 400 rows per group) and 4-row minibatches: some minibatches hold none of
-    this shard's rows. Their gradients, as handed to the all-reduce, are exactly zero (the rank adds
-    nothing to the sum); the others are not."""
-    calls = []
-    original = PPOLearner.update
-
-    def counting_loss(loss):
-        def wrapped(*args):
-            calls.append(1)
-            return loss(*args)
-        return wrapped
-
-    def update(self, batches, ctx):
-        self.loss = counting_loss(self.loss)
-        return original(self, batches, ctx)
-
-    monkeypatch.setattr(PPOLearner, "update", update)
-    seen = []
-    reduce = lambda grads: seen.append((len(calls), grads[0].clone()))  # noqa: E731
-    _, stats, _, _ = learner_run("eager", EnvShard(0, 1, 10), minibatches=100, reduce_gradients=reduce)
-    empty = [g for (n, g), (previous, _) in zip(seen, [(0, None)] + seen) if n == previous]
-    full = [g for (n, g), (previous, _) in zip(seen, [(0, None)] + seen) if n > previous]
-    assert len(seen) == 200 and empty and full
-    assert all(torch.count_nonzero(g) == 0 for g in empty)
-    assert all(torch.count_nonzero(g) > 0 for g in full)
-    assert torch.isfinite(stats).all()
+def test_clipping_is_clip_grad_norm_per_network_and_adam_is_torch_adam():
+    """apply_gradient against its references: each network's part of the gradient clipped as
+    nn.utils.clip_grad_norm_ clips it alone, then torch.optim.Adam's step, over steps with a changing learning
+    rate (the learning rate a device tensor); and Adam's state dict loads both ways."""
+    nets = torch.nn.ModuleDict({"a": torch.nn.Linear(5, 3), "b": torch.nn.Linear(2, 4)})
+    flat = FlatParameters(nets)
+    reference = [p.detach().clone().requires_grad_() for p in nets.parameters()]
+    adam = FlatAdam(flat.data, 1e-2, eps=1e-5)
+    torch_adam = torch.optim.Adam(reference, lr=1e-2, eps=1e-5)
+    g = torch.Generator().manual_seed(0)
+    for k in range(5):
+        grad = torch.randn(flat.param.shape, generator=g) * (3.0 if k % 2 else 0.01)
+        lr = 1e-2 * (1 - k / 5)
+        adam.lr.fill_(lr)
+        apply_gradient(flat, adam, grad, max_grad_norm=0.5)
+        for p, part in zip(reference, grad.split(flat.sizes)):
+            p.grad = part.view(p.shape).clone()
+        torch.nn.utils.clip_grad_norm_(reference[:2], 0.5)
+        torch.nn.utils.clip_grad_norm_(reference[2:], 0.5)
+        for group in torch_adam.param_groups:
+            group["lr"] = lr
+        torch_adam.step()
+        torch.testing.assert_close(flat.param.detach(), torch.cat([p.detach().reshape(-1) for p in reference]),
+                                   rtol=1e-5, atol=1e-6)
+    copy = FlatAdam(flat.data.clone(), 1e-2, eps=1e-5)
+    flat_state = torch_adam.state_dict()  # per-parameter state: not a flat one
+    with pytest.raises(ValueError, match="one flat parameter"):
+        copy.load_state_dict(flat_state)
+    copy.load_state_dict(adam.state_dict())
+    assert torch.equal(copy.exp_avg_sq, adam.exp_avg_sq) and int(copy.step) == 5
+    one = torch.optim.Adam([torch.nn.Parameter(flat.data.clone())], lr=1e-2, eps=1e-5)
+    one.load_state_dict(adam.state_dict())  # a flat Adam's state is a one-parameter torch Adam's
+    assert torch.equal(one.state_dict()["state"][0]["exp_avg"], adam.exp_avg)
 
 
 def test_config_rejects_unknown_backends():

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from gpurl.envs import memory
+from gpurl.fusion.counter_rng import seed_tensor
 from gpurl.train.replay import ReplayBuffer, rollout_transitions, transition_bytes
 from gpurl.train.storage import RolloutStorage
 
@@ -109,15 +110,14 @@ def test_sampling_is_uniform_over_the_stored_transitions(filled):
     buf = make_buffer(5, num_envs=3)
     buf.insert(**steps_tagged(0, filled, num_envs=3))
     stored = min(filled, 5) * 3  # 9 or 15 transitions; df 8 or 14
-    gen = torch.Generator().manual_seed(7)
     draws = 60_000
-    sample = buf.sample(draws, gen)
+    sample = buf.sample(draws, seed_tensor(7, "cpu"), torch.tensor([0]))
     step = sample["reward"][:, 0].long()
     assert int(step.min()) >= max(0, filled - 5) and int(step.max()) < filled  # never an unfilled slot
     assert torch.equal(sample["next_inputs"][:, 0, 0], sample["inputs"][:, 0, 0] + 0.5)  # rows stay whole
     # which env: every field of a draw comes from one (slot, env); recover env from a per-env offset
     buf.reward += torch.arange(3, dtype=torch.float32).view(1, 3, 1) * 1000
-    sample = buf.sample(draws, torch.Generator().manual_seed(7))
+    sample = buf.sample(draws, seed_tensor(7, "cpu"), torch.tensor([0]))
     cell = (sample["reward"][:, 0] // 1000).long() * 100 + (sample["reward"][:, 0] % 1000).long()
     counts = torch.bincount(torch.unique(cell, return_inverse=True)[1]).float()
     assert counts.numel() == stored
@@ -131,12 +131,19 @@ def test_the_uniformity_check_has_teeth():
     assert chi_square(counts) > chi2_critical(8)
 
 
-def test_same_generator_state_same_sample():
+def test_a_draw_is_its_seed_and_number_and_the_updates_of_an_iteration_draw_at_once():
     buf = make_buffer(5)
     buf.insert(**steps_tagged(0, 7))
-    a = buf.sample(64, torch.Generator().manual_seed(3))
-    b = buf.sample(64, torch.Generator().manual_seed(3))
+    a = buf.sample(64, seed_tensor(3, "cpu"), torch.tensor([4]))
+    b = buf.sample(64, seed_tensor(3, "cpu"), torch.tensor([4]))
     assert all(torch.equal(a[k], b[k]) for k in a)
+    c = buf.sample(64, seed_tensor(3, "cpu"), torch.tensor([5]))
+    assert not torch.equal(a["reward"], c["reward"])
+    # Three updates' draws at once: update u is the single draw numbered 4 + u.
+    slots, envs, weights = buf.draw(seed_tensor(3, "cpu"), torch.tensor([4]), 3, 64)
+    for u in range(3):
+        one = buf.sample(64, seed_tensor(3, "cpu"), torch.tensor([4 + u]))
+        assert torch.equal(buf.reward[slots[u], envs[u]], one["reward"]) and torch.equal(weights[u], one["weight"])
 
 
 def test_memory_per_transition_is_what_is_allocated():
@@ -172,9 +179,9 @@ def test_state_dict_round_trips_with_and_without_contents():
     empty.load_state_dict(light)
     assert (empty.position, empty.size) == (buf.position, 0)  # refilled before it is sampled again
     with pytest.raises(RuntimeError, match="empty"):
-        empty.sample(4, torch.Generator())
+        empty.sample(4, seed_tensor(1, "cpu"), torch.tensor([0]))
     empty.insert(**steps_tagged(40, 2))  # refilled from the saved position: slots 2 and 3 of the ring
-    assert set(empty.sample(256, torch.Generator().manual_seed(1))["reward"][:, 0].tolist()) == {40.0, 41.0}
+    assert set(empty.sample(256, seed_tensor(1, "cpu"), torch.tensor([0]))["reward"][:, 0].tolist()) == {40.0, 41.0}
 
 
 @pytest.mark.parametrize("corrupt, message", [

@@ -26,6 +26,7 @@ from ..fusion.gru_actor import MAX_HP, gru_actor_step_triton, gru_kernel_fits
 from ..fusion.packing import PackedPolicy, PackedRecurrentPolicy
 from .compiling import compile_step
 from .distributions import Categoricals
+from .frames import stack_frames
 from .nets import ActorCritic
 
 ACTING_BACKENDS = ("auto", "eager", "compiled", "triton")
@@ -59,12 +60,28 @@ def global_agent_ids(E: int, n: int, env_offset: int, num_agents: int, group_sta
     return (env_offset + e) * num_agents + group_start + i
 
 
-def _act(policies: list[ActorCritic], inputs: list[torch.Tensor], ids: list[torch.Tensor], step: torch.Tensor,
+def _act(policies: list[ActorCritic], inputs: list, ids: list[torch.Tensor], step: torch.Tensor,
          seed: torch.Tensor, hiddens: list, starts: list, deterministic: bool = False) -> list[tuple]:
-    """Every group's ``act`` in one call (one compiled graph per step, not one per group); ``hiddens``
-    and ``starts`` hold None for feed-forward groups."""
-    return [policy.act(x, i, step, seed, h, s, deterministic)
-            for policy, x, i, h, s in zip(policies, inputs, ids, hiddens, starts)]
+    """Every group's ``act`` in one call (one compiled graph per step, not one per group), its input rows
+    made inside it. Per group: ``inputs`` float32 [E, n, in_dim] or a frame stack ``(frames, starts)`` of
+    the rollout storage (:meth:`~gpurl.train.storage.RolloutStorage.frame_views` at one step);
+    ``hiddens`` [E, n, H] and ``starts`` bool [E], or None (feed-forward)."""
+    out = []
+    for policy, x, i, h, s in zip(policies, inputs, ids, hiddens, starts):
+        x = as_input(x)
+        E, n = x.shape[:2]
+        h = None if h is None else h.reshape(E * n, -1)
+        s = None if s is None else s.unsqueeze(1).expand(E, n).reshape(E * n)
+        out.append(policy.act(x.reshape(E * n, -1), i, step, seed, h, s, deterministic))
+    return out
+
+
+def as_input(x) -> torch.Tensor:
+    """A group's input [E, n, in_dim]: ``x`` itself, or the input of a frame stack ``(frames, starts)`` at one
+    step (each [1, E, ...])."""
+    if isinstance(x, tuple):
+        return stack_frames(*x)[0]
+    return x
 
 
 def _values(policies: list[ActorCritic], inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -72,7 +89,7 @@ def _values(policies: list[ActorCritic], inputs: list[torch.Tensor]) -> list[tor
     return [policy.value(x) for policy, x in zip(policies, inputs)]
 
 
-_act_compiled = compile_step(_act)
+_act_compiled = compile_step(_act, rng=True)
 _values_compiled = compile_step(_values)
 
 
@@ -107,7 +124,8 @@ class Acting:
     def __call__(self, inputs: dict[str, torch.Tensor], step: torch.Tensor, outputs: dict[str, tuple],
                  seed: torch.Tensor | None = None, hidden: dict[str, tuple] | None = None,
                  deterministic: bool = False) -> None:
-        """``inputs[name]`` float32 [E, n, in_dim]; step int64 [1]; writes ``outputs[name]`` = (action
+        """``inputs[name]`` float32 [E, n, in_dim], or a frame stack ``(frames, starts)`` of the rollout storage at
+        one step (its input is then made inside the compiled call); step int64 [1]; writes ``outputs[name]`` = (action
         [E, n, action_dims], log_prob [E, n], value [E, n] or None) (views of the rollout storage; a
         group whose policy has no critic passes None, and one that passes None gets no value).
 
@@ -125,6 +143,7 @@ class Acting:
         for name in self.policies:
             self._check(name, outputs[name], hidden)
         critic_groups = []
+        inputs = {name: as_input(x) if name in self.packed else x for name, x in inputs.items()}
         for name, packed in self.packed.items():
             action, log_prob, value = outputs[name]
             if name in self.recurrent:
@@ -146,25 +165,24 @@ class Acting:
 
     def _act_torch(self, inputs, step, outputs, seed, hidden, deterministic: bool) -> None:
         groups = self.torch_groups
-        shapes = [inputs[name].shape for name in groups]
-        rows = [inputs[name].reshape(E * n, D) for name, (E, n, D) in zip(groups, shapes)]
-        ids = [global_agent_ids(E, n, self.env_offset, self.num_agents, self.starts[name], rows[0].device)
-               for name, (E, n, _) in zip(groups, shapes)]
-        states, starts = [], []
-        for name, (E, n, _) in zip(groups, shapes):
-            h_in, start, _ = hidden.get(name, (None, None, None))
-            states.append(None if h_in is None else h_in.reshape(E * n, h_in.shape[-1]))
-            starts.append(None if start is None else start.unsqueeze(1).expand(E, n).reshape(E * n))
-        results = self._act([self.policies[name] for name in groups], rows, ids, step, seed, states, starts,
-                            deterministic)
-        for name, (E, n, _), (a, lp, v, h) in zip(groups, shapes, results):
-            action, log_prob, value = outputs[name]
-            action.copy_(a.view(E, n, -1))
-            log_prob.copy_(lp.view(E, n))
-            if value is not None:
-                value.copy_(v.view(E, n))
-            if h is not None:
-                hidden[name][2].copy_(h.view(E, n, -1))
+        shapes = [(inputs[name][0][0] if isinstance(inputs[name], tuple) else inputs[name][None]).shape[1:3]
+                  for name in groups]
+        ids = [global_agent_ids(E, n, self.env_offset, self.num_agents, self.starts[name], step.device)
+               for name, (E, n) in zip(groups, shapes)]
+        states = [hidden.get(name, (None, None, None))[0] for name in groups]
+        starts = [hidden.get(name, (None, None, None))[1] for name in groups]
+        results = self._act([self.policies[name] for name in groups], [inputs[name] for name in groups], ids, step,
+                            seed, states, starts, deterministic)
+        # Every result into its slot in one multi-tensor copy. (Not inside the compiled call: the slots of
+        # several groups are views of one buffer, and inductor 2.13 writes such aliased views at the first
+        # call's offsets on later calls.)
+        targets, sources = [], []
+        for name, result in zip(groups, results):
+            for target, value in zip((*outputs[name], hidden[name][2] if name in hidden else None), result):
+                if target is not None:
+                    targets.append(target)
+                    sources.append(value.view(target.shape))
+        torch._foreach_copy_(targets, sources)
 
     def _check(self, name: str, output: tuple, hidden: dict) -> None:
         policy = self.policies[name]

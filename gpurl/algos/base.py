@@ -83,7 +83,7 @@ class LearnContext:
     - ``reduce_gradients``: called with the gradient buffers after every backward pass;
     - ``generator``: draws the global minibatches (in the same state on every learner rank);
     - ``timer``: ``timer.phase(name)`` times and NVTX-marks a phase;
-    - ``replay``, ``step``: see below.
+    - ``replay``, ``step``, ``iteration``: see below.
     """
 
     shard: EnvShard
@@ -96,6 +96,9 @@ class LearnContext:
     replay: object = None
     #: int64 [1]: the global step counter of acting (schedules such as epsilon read it)
     step: torch.Tensor | None = None
+    #: int64 [1]: the iterations done before this update (the learning-rate schedule and the minibatch
+    #: shuffles read it on the device)
+    iteration: torch.Tensor | None = None
 
 
 class ActorFragment(Protocol):
@@ -113,7 +116,9 @@ class ActorFragment(Protocol):
 
 class LearnerFragment(Protocol):
     """One update from a whole rollout storage; returns statistics float32 [groups, len(stat_names)]
-    (device tensors, this rank's view of the means over every rank)."""
+    (device tensors, this rank's view of the means over every rank). A learner may also define
+    ``prepare(storage, ctx)``: the trainer calls it once before the first iteration, to allocate (and check
+    the memory of) what its updates need."""
 
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -141,6 +146,10 @@ class Algorithm(ABC):
     uses_replay: ClassVar[bool] = False
     #: takes ``recurrent="gru"`` (a GRU actor whose state is a carried rollout field)
     supports_recurrent: ClassVar[bool] = True
+    #: the learner fragment is device work alone, with every changing value read from device tensors (no host
+    #: number that moves between iterations): on one CUDA device the trainer captures the whole iteration as
+    #: one CUDA graph
+    graph_safe_update: ClassVar[bool] = False
 
     actor: ActorFragment
     learner: LearnerFragment

@@ -2,8 +2,10 @@
 
 ``torch.compile`` with inductor: on the CPU, C++ loops with vectorised, fused elementwise work around
 the GEMMs (which stay MKL/oneDNN calls); on CUDA, Triton kernels. Options:
-- ``dynamic=True``: the batch sizes vary (a rank's share of a minibatch, a one-env evaluation) and
-  must not cause a recompile each;
+- automatic dynamic shapes (``dynamic=None``): the first call compiles for its exact sizes, with every
+  Python float a constant (``dynamic=True`` would pass module-level floats as host scalar tensors built on
+  every call); a size that changes later (a one-env evaluation beside a training batch) recompiles once
+  with that size symbolic, never once per size;
 - ``fullgraph=True``: a definition that cannot be captured whole is an error, never a silent fall
   back to eager;
 - on the CPU, multiply-adds contract into FMA instructions (inductor's default keeps them apart, for
@@ -28,9 +30,17 @@ COMPILE_OPTIONS = {"cpp.enable_floating_point_contract_flag": "fast",
                    **({"cpp.simdlen": 256} if platform.machine().lower() in ("x86_64", "amd64") else {})}
 
 
-def compile_step(fn: Callable) -> Callable:
-    """``fn`` compiled as every gpurl fast path is (see the module docstring)."""
-    return torch.compile(fn, dynamic=True, fullgraph=True, options=COMPILE_OPTIONS)
+#: inductor options of a fast path that evaluates the counter RNG (:mod:`gpurl.fusion.counter_rng`): its
+#: chained integer mixes, fused into one expression, took inductor's CPU code generation over a minute on
+#: 2 vCPUs (an acting step 77 s, cold cache); keeping intermediate results as buffers brought it to 23 s,
+#: at the same speed per call.
+RNG_COMPILE_OPTIONS = {**COMPILE_OPTIONS, "realize_opcount_threshold": 8}
 
 
-__all__ = ["COMPILE_OPTIONS", "compile_step"]
+def compile_step(fn: Callable, rng: bool = False) -> Callable:
+    """``fn`` compiled as every gpurl fast path is (see the module docstring); ``rng``: ``fn`` draws from
+    the counter RNG (RNG_COMPILE_OPTIONS)."""
+    return torch.compile(fn, dynamic=None, fullgraph=True, options=RNG_COMPILE_OPTIONS if rng else COMPILE_OPTIONS)
+
+
+__all__ = ["COMPILE_OPTIONS", "RNG_COMPILE_OPTIONS", "compile_step"]

@@ -1,12 +1,14 @@
-"""Every trained parameter as a view of one flat parameter, and every gradient as a view of one flat
-gradient: the optimizer step, zeroing, the all-reduce between ranks and each group's norm clip are one
-operation each instead of one per tensor (a small MLP has dozens of tensors, and on the CPU the
-per-tensor overheads of an optimizer step cost more than its arithmetic).
+"""Every trained parameter as a view of one flat parameter.
 
-The modules keep their own ``nn.Parameter`` objects (autograd differentiates them as usual); their
-storage is the flat parameter's, so the optimizer, which holds only the flat parameter, updates them
-in place. Autograd accumulates into an existing ``.grad`` in place, so the gradient views stay views;
-nothing may set them to None (``optimizer.zero_grad()`` would) or move the modules afterwards.
+The optimizer step, the all-reduce between ranks and each group's norm clip are then one operation
+each instead of one per tensor (a small MLP has dozens of tensors, and per-tensor overheads cost more
+than the arithmetic, on the CPU and in kernel launches on a GPU). The learner differentiates a function
+of the flat vector (:mod:`.update_step`): the gradient is one flat tensor too, never per-parameter
+``.grad`` views.
+
+The modules keep their own ``nn.Parameter`` objects, whose storage is the flat parameter's: acting reads
+the modules, and an update of the flat vector in place is seen there. Nothing may move the modules
+afterwards.
 """
 from __future__ import annotations
 
@@ -16,32 +18,40 @@ from torch import nn
 
 class FlatParameters:
     """The parameters of ``nets`` (one module per group) flattened; build it after moving ``nets`` to
-    their device. ``param``: the flat ``nn.Parameter`` the optimizer steps; ``grad``: its gradient;
-    ``groups``: each group's slice of ``grad``."""
+    their device.
+
+    - ``param``: the flat ``nn.Parameter`` (float32 [P]); ``data`` the same memory without autograd (what
+      an update writes in place);
+    - ``names``: each parameter's name within ``nets`` (``"<group>.<path>"``), in flat order, with its
+      ``shapes`` and ``sizes``;
+    - ``spans``: each group's ``(start, stop)`` in the flat vector (each group's gradient norm is clipped
+      on its own).
+    """
 
     def __init__(self, nets: nn.ModuleDict):
-        params = {name: list(net.parameters()) for name, net in nets.items()}
-        sizes = {name: sum(p.numel() for p in ps) for name, ps in params.items()}
-        first = next(iter(nets.parameters()))
+        named = list(nets.named_parameters())
+        first = named[0][1]
         with torch.no_grad():
-            self.param = nn.Parameter(torch.cat([p.reshape(-1) for ps in params.values() for p in ps]))
-        self.grad = self.param.grad = torch.zeros_like(self.param)
+            self.param = nn.Parameter(torch.cat([p.reshape(-1) for _, p in named]))
         assert self.param.device == first.device
-        self.groups: dict[str, torch.Tensor] = {}
+        self.data = self.param.detach()
+        self.names = [name for name, _ in named]
+        self.shapes = [p.shape for _, p in named]
+        self.sizes = [p.numel() for _, p in named]
+        self.spans: dict[str, tuple[int, int]] = {}
         offset = 0
-        for name, ps in params.items():
-            self.groups[name] = self.grad[offset:offset + sizes[name]]
-            for p in ps:
-                n = p.numel()
-                p.data = self.param.data[offset:offset + n].view_as(p)
-                p.grad = self.grad[offset:offset + n].view_as(p)
-                offset += n
+        for (name, p), n in zip(named, self.sizes):
+            group = name.split(".", 1)[0]
+            start = self.spans.get(group, (offset, offset))[0]
+            p.data = self.param.data[offset:offset + n].view_as(p)
+            offset += n
+            self.spans[group] = (start, offset)
 
-    @torch.no_grad()
-    def clip_(self, max_norm: float) -> None:
-        """``nn.utils.clip_grad_norm_`` of each group's gradients on its own."""
-        for grads in self.groups.values():
-            grads.mul_((max_norm / (torch.linalg.vector_norm(grads) + 1e-6)).clamp(max=1.0))
+    def views(self, flat: torch.Tensor, prefix: str = "") -> dict[str, torch.Tensor]:
+        """``{prefix + name: view of flat}`` for every parameter: what ``torch.func.functional_call`` takes
+        to run the modules on ``flat`` (a vector laid out as ``param``)."""
+        return {prefix + name: part.view(shape)
+                for name, part, shape in zip(self.names, flat.split(self.sizes), self.shapes)}
 
 
 __all__ = ["FlatParameters"]

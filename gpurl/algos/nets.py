@@ -60,7 +60,8 @@ class RunningNorm(nn.Module):
     def update(self, x: torch.Tensor, comm=None) -> None:
         """Merge the statistics of ``x`` [B, dim], summed over ranks by ``comm`` (parallel Welford
         update, all on the device; the batch moments in float64 so sums over ranks lose nothing)."""
-        moments = torch.cat([x.new_tensor([x.shape[0]], dtype=torch.float64),
+        # The count as a fill, not a tensor built from a Python list (that would copy from the host).
+        moments = torch.cat([x.new_full((1,), x.shape[0], dtype=torch.float64),
                              x.double().sum(0), x.double().square().sum(0)])
         if comm is not None:
             comm.all_reduce_(moments)

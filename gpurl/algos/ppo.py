@@ -23,6 +23,7 @@ from .acting import Acting
 from .base import Algorithm, EnvSpec, Field
 from .central_critic import CentralCritic, ValueNorm
 from .flat import FlatParameters
+from .flat_adam import FlatAdam
 from .nets import ActorCritic
 from .ppo_learner import LEARNING_BACKENDS, PPOLearner, central_values, central_values_compiled
 from .ppo_loss import STAT_NAMES
@@ -45,7 +46,7 @@ class PPOActor:
         for name in self.acting.policies:
             group = self.groups[name]
             a = group.agents
-            inputs[name] = s.policy_input(t, t + 1, a, group.obs_dim)[0]
+            inputs[name] = s.frame_views(t, t + 1, a, group.obs_dim)
             outputs[name] = (s.actions[t, :, a], s.log_prob[t, :, a],
                              None if self.critic_pass is not None else s.value[t, :, a])
             if self.recurrent:
@@ -61,6 +62,7 @@ class PPO(Algorithm):
 
     name = "ppo"
     stat_names = STAT_NAMES
+    graph_safe_update = True
     #: MAPPO: critics on the global state instead of each policy's own
     central_critic = False
 
@@ -90,11 +92,12 @@ class PPO(Algorithm):
         # Every trained network's parameters as views of one flat parameter; each clipped on its own.
         self.trainable = nn.ModuleDict({**self.nets, **{f"critic:{k}": c for k, c in (self.critics or {}).items()}})
         self.flat = FlatParameters(self.trainable)
-        # One flat parameter, fused: the whole step is one kernel.
-        self.optimizer = torch.optim.Adam([self.flat.param], lr=cfg.lr, eps=1e-5, fused=True)
+        # Adam on the one flat parameter, its state and learning rate on the device.
+        self.optimizer = FlatAdam(self.flat.data, cfg.lr, eps=1e-5)
+        seed_key = seed_tensor(seed, spec.device)
         self.acting = Acting({name: self.nets[name] for name in trained},
                              {name: groups[name].agents.start for name in trained}, cfg.policy_backend,
-                             seed_tensor(seed, spec.device), spec.env_offset, spec.num_agents)
+                             seed_key, spec.env_offset, spec.num_agents)
         if cfg.learner_backend not in LEARNING_BACKENDS:
             raise ValueError(f"learner_backend must be one of {LEARNING_BACKENDS}, got {cfg.learner_backend!r}")
         self.learning_backend = "eager" if cfg.learner_backend == "eager" else "compiled"
@@ -105,8 +108,8 @@ class PPO(Algorithm):
             values = central_values if cfg.policy_backend == "eager" else central_values_compiled
             critic_pass = torch.no_grad()(lambda states: values(critics, norms, states))
         self.actor = PPOActor(groups, self.acting, self.recurrent, critic_pass)
-        self.learner = PPOLearner(cfg, groups, self.nets, self.optimizer, self.flat, self.learning_backend,
-                                  self.critics, self.value_norms)
+        self.learner = PPOLearner(cfg, groups, self.nets, self.trainable, self.flat, self.optimizer,
+                                  self.learning_backend, seed_key, self.critics, self.value_norms)
 
     def fields(self) -> dict[str, Field]:
         fields = {"log_prob": Field(), "value": Field(extra_steps=1)}

@@ -7,7 +7,7 @@ each other. Advantage normalisation needs moments over the whole minibatch, whic
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -27,31 +27,19 @@ class LossCoefficients:
 
 @dataclass
 class GroupBatch:
-    """One group's samples of a rollout, flattened over [T, E, n]: B = T * E * n rows."""
+    """One group's samples of a minibatch, one row per (t, e, i): B rows."""
 
-    inputs: torch.Tensor      # float32 [B, in_dim]
+    inputs: torch.Tensor      # float32 [B, in_dim], normalised
     actions: torch.Tensor     # [B, action_dims]
     log_prob: torch.Tensor    # float32 [B]
     advantages: torch.Tensor  # float32 [B]
     returns: torch.Tensor     # float32 [B]
     values: torch.Tensor      # float32 [B]
-    agents: int = 1           # n: rows per env step (B = T * E * n)
-    # The float fields side by side, float32 [B, in_dim + 4], made at the first rows() call (see there).
-    _floats: torch.Tensor | None = field(default=None, init=False, repr=False)
+    #: float32 [B]: 1 for a real sample, 0 for padding (None: all real)
+    weight: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.inputs.shape[0]
-
-    def rows(self, idx: torch.Tensor) -> "GroupBatch":
-        """The samples ``idx`` (a minibatch). A minibatch's rows are scattered over the rollout: the
-        float fields are gathered as one matrix, one read per row instead of five (``index_select``:
-        on the CPU faster than advanced indexing for these gathers)."""
-        if self._floats is None:
-            columns = torch.stack([self.log_prob, self.advantages, self.returns, self.values], 1)
-            self._floats = torch.cat([self.inputs, columns], 1)
-        rows, d = self._floats.index_select(0, idx), self.inputs.shape[1]
-        return GroupBatch(rows[:, :d], self.actions.index_select(0, idx), rows[:, d], rows[:, d + 1],
-                          rows[:, d + 2], rows[:, d + 3], self.agents)
 
 
 @dataclass
@@ -67,6 +55,8 @@ class SequenceBatch:
     values: torch.Tensor      # float32 [T, B]
     hidden: torch.Tensor      # float32 [B, H]: the state entering step 0
     starts: torch.Tensor      # bool [T, B]: the observation at t starts an episode (state zeroed)
+    #: float32 [B]: 1 for a real sequence, 0 for padding (None: all real)
+    weight: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.log_prob.numel()
@@ -79,56 +69,76 @@ class CriticBatch:
     states: torch.Tensor      # float32 [B, S]: the global state
     returns: torch.Tensor     # float32 [B, n] (normalised when values are)
     values: torch.Tensor      # float32 [B, n]: what the rollout's critic said (normalised likewise)
-    # The three side by side, float32 [B, S + 2n], made at the first rows() call (one gather per row).
-    _floats: torch.Tensor | None = field(default=None, init=False, repr=False)
+    #: float32 [B]: 1 for a real row, 0 for padding (None: all real)
+    weight: torch.Tensor | None = None
 
-    def rows(self, idx: torch.Tensor) -> "CriticBatch":
-        """The env rows ``idx`` (a minibatch), gathered as one matrix."""
-        if self._floats is None:
-            self._floats = torch.cat([self.states, self.returns, self.values], 1)
-        rows, S, n = self._floats.index_select(0, idx), self.states.shape[1], self.returns.shape[1]
-        return CriticBatch(rows[:, :S], rows[:, S:S + n], rows[:, S + n:])
+
+def weighted_sum(x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    """``x.sum()`` with ``x``'s leading dims weighted by ``weight`` (None: unweighted): a weight [B] covers
+    row b of x [B] or [B, n]."""
+    if weight is None:
+        return x.sum()
+    return (x * weight.view(*weight.shape, *([1] * (x.dim() - weight.dim())))).sum()
+
+
+def moments_of(sums: torch.Tensor, size) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mean, std)`` float32 of ``size`` values from their float64 ``sums`` [..., 2] (sum, sum of squares),
+    the unbiased std; ``size`` an int or a tensor broadcasting with ``sums[..., 0]``."""
+    mean = sums[..., 0] / size
+    dof = (size - 1).clamp(min=1) if isinstance(size, torch.Tensor) else max(size - 1, 1)
+    std = ((sums[..., 1] - size * mean.square()).clamp(min=0) / dof).sqrt()
+    return mean.float(), std.float()
+
+
+def advantage_sums(adv: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """float64 [..., 2]: sum and sum of squares of ``adv`` [..., B] over its last dim (rows weighted)."""
+    adv = adv.double()
+    if weight is not None:
+        adv = adv * weight
+    return torch.stack([adv.sum(-1), (adv * adv).sum(-1)], -1)
 
 
 def advantage_moments(adv: torch.Tensor, size: int, comm) -> tuple[torch.Tensor, torch.Tensor]:
     """``(mean, std)`` float32 scalars of a minibatch of ``size`` advantages over all ranks, of which
     ``adv`` are this rank's: float64 sums, all-reduced by ``comm``, the unbiased std."""
-    moments = torch.stack([adv.double().sum(), adv.double().square().sum()])
-    comm.all_reduce_(moments)
-    mean = moments[0] / size
-    std = ((moments[1] - size * mean.square()).clamp(min=0) / max(size - 1, 1)).sqrt()
-    return mean.float(), std.float()
+    sums = advantage_sums(adv.reshape(-1))
+    comm.all_reduce_(sums)
+    return moments_of(sums, size)
 
 
 def policy_terms(log_prob: torch.Tensor, entropy: torch.Tensor, old_log_prob: torch.Tensor,
-                 advantages: torch.Tensor, size: int, adv_mean: torch.Tensor, adv_std: torch.Tensor,
-                 coef: LossCoefficients):
+                 advantages: torch.Tensor, size, adv_mean: torch.Tensor, adv_std: torch.Tensor,
+                 coef: LossCoefficients, weight: torch.Tensor | None = None):
     """``(pg_loss, entropy_mean, approx_kl, clipfrac)``: the clipped surrogate and its statistics over
-    this rank's samples (any shape, all of the same shape) of a minibatch of ``size`` over all ranks."""
+    this rank's samples (any shape, all of the same shape) of a minibatch of ``size`` (an int or a float32
+    tensor) over all ranks; ``weight`` (leading dims of the samples' shape) zeroes padding."""
     log_ratio = log_prob - old_log_prob
     ratio = log_ratio.exp()
     adv = (advantages - adv_mean) / (adv_std + 1e-8)
     pg_loss1 = -adv * ratio
     if coef.clip_coef > 0:
-        pg_loss = torch.max(pg_loss1, -adv * ratio.clamp(1 - coef.clip_coef, 1 + coef.clip_coef)).sum() / size
+        pg = torch.max(pg_loss1, -adv * ratio.clamp(1 - coef.clip_coef, 1 + coef.clip_coef))
     else:
-        pg_loss = pg_loss1.sum() / size
-    entropy_mean = entropy.sum() / size
+        pg = pg_loss1
+    pg_loss = weighted_sum(pg, weight) / size
+    entropy_mean = weighted_sum(entropy, weight) / size
     with torch.no_grad():
-        approx_kl = ((ratio - 1) - log_ratio).sum() / size
-        clipfrac = (((ratio - 1).abs() > coef.clip_coef).float().sum() / size if coef.clip_coef > 0
+        approx_kl = weighted_sum((ratio - 1) - log_ratio, weight) / size
+        clipfrac = (weighted_sum(((ratio - 1).abs() > coef.clip_coef).float(), weight) / size if coef.clip_coef > 0
                     else ratio.new_zeros(()))
     return pg_loss, entropy_mean, approx_kl, clipfrac
 
 
-def value_terms(value: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, size: int,
-                coef: LossCoefficients) -> torch.Tensor:
+def value_terms(value: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, size,
+                coef: LossCoefficients, weight: torch.Tensor | None = None) -> torch.Tensor:
     """The value loss over this rank's ``value`` predictions (any shape) of ``size`` over all ranks,
-    clipped around the values the rollout acted with when ``clip_vloss``."""
+    clipped around the values the rollout acted with when ``clip_vloss``; ``weight`` zeroes padding."""
     if coef.clip_vloss and coef.clip_coef > 0:
         clipped = old_values + (value - old_values).clamp(-coef.clip_coef, coef.clip_coef)
-        return 0.5 * torch.max((value - returns).square(), (clipped - returns).square()).sum() / size
-    return 0.5 * (value - returns).square().sum() / size
+        error = torch.max((value - returns).square(), (clipped - returns).square())
+    else:
+        error = (value - returns).square()
+    return 0.5 * weighted_sum(error, weight) / size
 
 
 def group_loss(policy: nn.Module, critic: nn.Module | None, mb, cmb: "CriticBatch | None", size: int,
@@ -143,12 +153,14 @@ def group_loss(policy: nn.Module, critic: nn.Module | None, mb, cmb: "CriticBatc
         log_prob, entropy, value = policy.evaluate_sequence(mb.inputs, mb.actions, mb.hidden, mb.starts)
     else:
         log_prob, entropy, value = policy.evaluate(mb.inputs, mb.actions, normalized=True)
+    # A sequence's weight covers its T steps: weights [B] against samples [T, B].
+    weight = mb.weight if mb.weight is None or not isinstance(mb, SequenceBatch) else mb.weight.expand_as(mb.log_prob)
     pg_loss, entropy_mean, approx_kl, clipfrac = policy_terms(log_prob, entropy, mb.log_prob, mb.advantages, size,
-                                                              adv_mean, adv_std, coef)
+                                                              adv_mean, adv_std, coef, weight)
     if critic is None:
-        v_loss = value_terms(value, mb.values, mb.returns, value_size, coef)
+        v_loss = value_terms(value, mb.values, mb.returns, value_size, coef, weight)
     else:
-        v_loss = value_terms(critic.values(cmb.states), cmb.values, cmb.returns, value_size, coef)
+        v_loss = value_terms(critic.values(cmb.states), cmb.values, cmb.returns, value_size, coef, cmb.weight)
     loss = pg_loss - coef.ent_coef * entropy_mean + coef.vf_coef * v_loss
     stats = torch.stack([loss.detach(), pg_loss.detach(), v_loss.detach(), entropy_mean.detach(), approx_kl,
                          clipfrac])
@@ -180,4 +192,5 @@ def groups_loss(policies: list[nn.Module], batches: list, sizes: list[int],
 
 
 __all__ = ["STAT_NAMES", "CriticBatch", "GroupBatch", "LossCoefficients", "SequenceBatch", "advantage_moments",
-           "group_loss", "groups_loss", "policy_terms", "ppo_loss", "value_terms"]
+           "advantage_sums", "group_loss", "groups_loss", "moments_of", "policy_terms", "ppo_loss", "value_terms",
+           "weighted_sum"]

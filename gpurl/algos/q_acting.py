@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..fusion.q_actor import pack_q_network, q_actor_step_triton
-from .acting import ACTING_BACKENDS, global_agent_ids
+from .acting import ACTING_BACKENDS, as_input, global_agent_ids
 from .base import EnvSpec
 from .compiling import compile_step
 from .q_nets import QNetwork, linear_epsilon
@@ -34,13 +34,19 @@ def resolve_q_acting_backend(backend: str, device: torch.device) -> str:
     return backend
 
 
-def _act(nets: list[QNetwork], inputs: list[torch.Tensor], ids: list[torch.Tensor], step: torch.Tensor,
-         seed: torch.Tensor, epsilon: torch.Tensor) -> list[torch.Tensor]:
-    """Every group's epsilon-greedy actions [B, 1] in one call (one compiled graph per step)."""
-    return [net.act(x, i, step, seed, epsilon)[0] for net, x, i in zip(nets, inputs, ids)]
+def _act(nets: list[QNetwork], inputs: list, ids: list[torch.Tensor], step: torch.Tensor,
+         seed: torch.Tensor, epsilon) -> list[torch.Tensor]:
+    """Every group's epsilon-greedy actions [B, 1] in one call (one compiled graph per step). ``inputs`` per
+    group: float32 [E, n, in_dim] or a frame stack of the rollout storage (made into rows inside the call);
+    ``epsilon``: float32 [1], or the schedule ``(start, end, decay_steps)`` evaluated at ``step`` inside."""
+    if isinstance(epsilon, tuple):
+        epsilon = linear_epsilon(step, *epsilon)
+    rows = [as_input(x) for x in inputs]
+    return [net.act(x.reshape(x.shape[0] * x.shape[1], -1), i, step, seed, epsilon)[0]
+            for net, x, i in zip(nets, rows, ids)]
 
 
-_act_compiled = compile_step(_act)
+_act_compiled = compile_step(_act, rng=True)
 
 
 class QActor:
@@ -76,23 +82,24 @@ class QActor:
     @torch.no_grad()
     def run(self, s, t: int, step: torch.Tensor, seed: torch.Tensor | None = None, deterministic: bool = False) -> None:
         # An evaluation (its own seed) or deterministic acting is greedy: the policy Q-learning learns.
-        epsilon = self.epsilon(step) if seed is None and not deterministic else self.greedy
+        greedy = seed is not None or deterministic
         seed = self.seed if seed is None else seed
         names = list(self.nets)
-        inputs = [s.policy_input(t, t + 1, self.groups[name].agents, self.groups[name].obs_dim)[0]
-                  for name in names]  # [E, n, in_dim] each
+        inputs = [s.frame_views(t, t + 1, self.groups[name].agents, self.groups[name].obs_dim)
+                  for name in names]  # frames [1, E, n, obs_dim] each
         outputs = [s.actions[t, :, self.groups[name].agents] for name in names]  # [E, n, 1] views
         if self.packed:
+            epsilon = self.greedy if greedy else self.epsilon(step)
             for name, x, out in zip(names, inputs, outputs):
-                q_actor_step_triton(x, self.packed[name], step, seed, epsilon, self.spec.env_offset,
+                q_actor_step_triton(as_input(x), self.packed[name], step, seed, epsilon, self.spec.env_offset,
                                     self.spec.num_agents, self.groups[name].agents.start, out)
             return
-        ids = [global_agent_ids(x.shape[0], x.shape[1], self.spec.env_offset, self.spec.num_agents,
-                                self.groups[name].agents.start, x.device) for name, x in zip(names, inputs)]
-        rows = [x.reshape(x.shape[0] * x.shape[1], -1) for x in inputs]
-        actions = self._act([self.nets[name] for name in names], rows, ids, step, seed, epsilon)
-        for out, action in zip(outputs, actions):
-            out.copy_(action.view(out.shape))
+        E = s.actions.shape[1]
+        ids = [global_agent_ids(E, out.shape[1], self.spec.env_offset, self.spec.num_agents,
+                                self.groups[name].agents.start, out.device) for name, out in zip(names, outputs)]
+        schedule = self.greedy if greedy else (self.eps_start, self.eps_end, self.decay_steps)
+        actions = self._act([self.nets[name] for name in names], inputs, ids, step, seed, schedule)
+        torch._foreach_copy_(outputs, [action.view(out.shape) for out, action in zip(outputs, actions)])
 
 
 __all__ = ["QActor", "resolve_q_acting_backend"]

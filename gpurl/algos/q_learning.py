@@ -26,90 +26,114 @@ from torch import nn
 
 from ..fusion.counter_rng import seed_tensor
 from .base import Algorithm, EnvSpec, Field
+from .flat import FlatParameters
+from .flat_adam import FlatAdam, annealed_lr
 from .q_acting import QActor
 from .q_loss import QMixer, chosen, double_q_next, q_loss
 from .q_nets import QNetwork
+from .replay_draw import gather_rows
+from .update_step import GradientStep
 
 STAT_NAMES = ("q_loss", "q_taken", "epsilon", "updates")
 
 
-class QLearner:
-    """``q_updates`` TD updates from the replay buffer per iteration (see the module docstring)."""
+class QObjective(nn.Module):
+    """The TD loss of one update, every group's summed, as the module the learner differentiates
+    (:mod:`.update_step`): ``forward(u, rows, buffers)`` gathers update ``u``'s (int64 [1]) transitions from the
+    replay buffers (``rows``: the iteration's draws, :func:`~.replay_draw.draw_rows`) and returns ``(loss,
+    statistics float32 [groups, 2])`` (loss and mean Q taken, each divided by the updates per iteration: summed
+    over the iteration's updates they are its means).
 
-    inputs = ("replay",)
-    outputs = ("weights",)
+    ``trainable``: the online Q-networks (and ``mixer:<group>``); ``targets``: their target copies, laid out
+    the same way (constants of the loss)."""
 
-    def __init__(self, cfg, kind: str, groups, nets: nn.ModuleDict, targets: nn.ModuleDict,
-                 mixers: nn.ModuleDict | None, target_mixers: nn.ModuleDict | None, optimizer, actor: QActor,
-                 frame_stack: int):
-        self.cfg, self.kind, self.groups = cfg, kind, groups
-        self.nets, self.targets, self.mixers, self.target_mixers = nets, targets, mixers, target_mixers
-        self.optimizer, self.actor, self.frame_stack = optimizer, actor, frame_stack
-        self.updates = 0
+    def __init__(self, cfg, kind: str, groups, trainable: nn.ModuleDict, targets: nn.ModuleDict, names: list[str]):
+        super().__init__()
+        self.trainable, self.targets = trainable, targets
+        self.cfg, self.kind, self.groups, self.names = cfg, kind, groups, names
 
     def _group_input(self, rows: torch.Tensor, group) -> torch.Tensor:
         """A group's policy inputs [B, n, frame_stack * its obs_dim] from the buffer's rows [B, N, frame_stack *
         the env's obs_dim] (each frame zero-padded to the widest group's obs_dim)."""
         x = rows[:, group.agents]
         B, n = x.shape[:2]
-        return x.view(B, n, self.frame_stack, -1)[..., :group.obs_dim].reshape(B, n, -1)
+        return x.view(B, n, self.cfg.frame_stack, -1)[..., :group.obs_dim].reshape(B, n, -1)
 
-    def _group_loss(self, name: str, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        group = self.groups[name]
-        a = group.agents
-        x, x_next = self._group_input(batch["inputs"], group), self._group_input(batch["next_inputs"], group)
-        q_taken = chosen(self.nets[name](x), batch["actions"][:, a].long())
-        with torch.no_grad():
-            next_value = double_q_next(self.nets[name](x_next), self.targets[name](x_next))
-        mixer = target_mixer = None
-        if self.mixers is not None:
-            mixer, target_mixer = self.mixers[name], self.target_mixers[name]
-        loss = q_loss(self.kind, q_taken, next_value, batch["reward"][:, a], batch["terminated"], self.cfg.gamma,
-                      mixer, target_mixer, batch["state"], batch["next_state"], batch["weight"])
-        # The mean Q taken, over this rank's rows of the global draw (the loss weights rows the same way):
-        # summed over the ranks, it is the one-device mean.
-        taken = (q_taken.detach().mean(-1) * batch["weight"]).sum() / q_taken.shape[0]
-        return loss, taken
+    def forward(self, u: torch.Tensor, rows: tuple, buffers: tuple):
+        cfg = self.cfg
+        batch = gather_rows(buffers, *(r.index_select(0, u).squeeze(0) for r in rows))
+        losses, taken = [], []
+        for name in self.names:
+            group = self.groups[name]
+            a = group.agents
+            x, x_next = self._group_input(batch["inputs"], group), self._group_input(batch["next_inputs"], group)
+            net, target = self.trainable[name], self.targets[name]
+            q_taken = chosen(net(x), batch["actions"][:, a].long())
+            next_value = double_q_next(net(x_next).detach(), target(x_next))
+            mixer = target_mixer = None
+            if self.kind == "qmix":
+                mixer, target_mixer = self.trainable[f"mixer:{name}"], self.targets[f"mixer:{name}"]
+            losses.append(q_loss(self.kind, q_taken, next_value, batch["reward"][:, a], batch["terminated"],
+                                 cfg.gamma, mixer, target_mixer, batch["state"], batch["next_state"], batch["weight"]))
+            # The mean Q taken, over this rank's rows of the global draw (the loss weights rows the same way):
+            # summed over the ranks, it is the one-device mean.
+            taken.append((q_taken.detach().mean(-1) * batch["weight"]).sum() / q_taken.shape[0])
+        stats = torch.stack([torch.stack(losses).detach(), torch.stack(taken)], 1) / cfg.q_updates
+        return sum(losses), stats
 
-    def _params(self, name: str) -> list[torch.Tensor]:
-        mixer = [] if self.mixers is None else list(self.mixers[name].parameters())
-        return [*self.nets[name].parameters(), *mixer]
 
-    @torch.no_grad()
-    def _update_targets(self) -> None:
-        tau = self.cfg.target_tau
-        online = [*self.nets.parameters(), *([] if self.mixers is None else self.mixers.parameters())]
-        target = [*self.targets.parameters(), *([] if self.mixers is None else self.target_mixers.parameters())]
-        torch._foreach_lerp_(target, online, tau)
+class QLearner:
+    """``q_updates`` TD updates from the replay buffer per iteration (see the module docstring): each one
+    compiled region (draw, loss, gradient, clip, Adam: :mod:`.update_step`), then the targets move."""
+
+    inputs = ("replay",)
+    outputs = ("weights",)
+
+    def __init__(self, cfg, objective: QObjective, flat: FlatParameters, target_flat: FlatParameters,
+                 adam: FlatAdam, actor: QActor, seed: torch.Tensor, compiled: bool):
+        self.cfg, self.objective, self.flat, self.target_flat, self.adam = cfg, objective, flat, target_flat, adam
+        self.actor, self.seed, self.compiled = actor, seed, compiled
+        self.updates = 0
+        device = flat.param.device
+        #: int64 [1]: the draw number of the next update (= updates; a device copy the draws read)
+        self.draw = torch.zeros(1, dtype=torch.int64, device=device)
+        self.totals = torch.zeros(len(objective.names), 2, device=device)
+        self.step: GradientStep | None = None
+
+    def set_updates(self, updates: int) -> None:
+        """Continue after ``updates`` updates (a loaded checkpoint)."""
+        self.updates = updates
+        self.draw.fill_(updates)
 
     def run(self, storage, ctx) -> torch.Tensor:
         cfg, replay = self.cfg, ctx.replay
-        names = list(self.nets)
+        names = self.objective.names
         stats = torch.zeros(len(names), len(STAT_NAMES), device=replay.inputs.device)
         stats[:, 2] = self.actor.epsilon(ctx.step)
         if replay.size * ctx.shard.total < cfg.q_batch:  # not enough transitions yet (all ranks): act only
             return stats
+        if self.step is None:
+            reduce = ctx.reduce_gradients if ctx.comm.world_size > 1 else None
+            self.step = GradientStep(self.objective, self.flat, "trainable.", self.adam, cfg.max_grad_norm,
+                                     self.compiled, reduce)
+            self.update_ids = [torch.full((1,), u, dtype=torch.int64, device=self.draw.device)
+                               for u in range(cfg.q_updates)]
         with ctx.timer.phase("learn"):
-            for _ in range(cfg.q_updates):
-                batch = replay.sample(cfg.q_batch, ctx.generator, ctx.shard)  # one draw over every rank's envs
-                losses, taken = zip(*(self._group_loss(name, batch) for name in names))
-                self.optimizer.zero_grad(set_to_none=False)
-                torch.stack(losses).sum().backward()
-                params = [p for name in names for p in self._params(name)]
-                ctx.reduce_gradients([p.grad for p in params])
-                if cfg.max_grad_norm > 0:
-                    for name in names:
-                        nn.utils.clip_grad_norm_(self._params(name), cfg.max_grad_norm, foreach=True)
-                self.optimizer.step()
+            self.adam.lr.copy_(annealed_lr(cfg.lr, ctx.iteration, cfg.iters, cfg.anneal_lr))
+            self.totals.zero_()
+            # Every update's draw over every rank's envs, at once.
+            rows = replay.draw(self.seed, self.draw, cfg.q_updates, cfg.q_batch, ctx.shard)
+            buffers = replay.buffers()
+            for u in self.update_ids:
+                self.step(self.totals, u, rows, buffers)
                 self.updates += 1
                 if self.updates % cfg.target_period == 0:
-                    self._update_targets()
-                stats[:, 0] += torch.stack(losses).detach() / cfg.q_updates
-                stats[:, 1] += torch.stack(taken) / cfg.q_updates
+                    self.target_flat.data.lerp_(self.flat.data, cfg.target_tau)
+            self.draw += cfg.q_updates
         # Loss and Q taken are this rank's shares of the global draw: their sum over the learner ranks is
         # the one device's figure (epsilon and the update count are the same on every rank).
-        stats[:, :2] = ctx.comm.all_reduce_(stats[:, :2].contiguous())
-        stats[:, 3] = float(self.updates)
+        stats[:, :2] = ctx.comm.all_reduce_(self.totals.clone())
+        stats[:, 3].fill_(self.updates)  # a fill (a setitem of a Python number copies from a host tensor)
         return stats
 
 
@@ -126,9 +150,6 @@ class IQL(Algorithm):
     def adjust_config(cls, config):
         if config.recurrent != "none":
             raise ValueError(f"{cls.name} has no recurrent policies: recurrent must be 'none', got {config.recurrent!r}")
-        if config.learner_backend == "compiled":
-            raise ValueError(f"{cls.name} learns with the eager loss: learner_backend must be 'auto' or 'eager', "
-                             "got 'compiled'")
         return config
 
     def __init__(self, config, spec: EnvSpec, trained: list[str], seed: int, generator: torch.Generator):
@@ -149,13 +170,23 @@ class IQL(Algorithm):
                              generator=generator)
                 for name in trained}).to(spec.device)
             self.target_mixers = copy.deepcopy(self.mixers).requires_grad_(False)
-        trainable = [*self.nets.parameters(), *([] if self.mixers is None else self.mixers.parameters())]
-        self.optimizer = torch.optim.Adam(trainable, lr=cfg.lr, eps=1e-5)
+        # Every trained network (and its target copy) as views of one flat parameter: one Adam step, one clip
+        # per network, one target update per update.
+        mixers = {} if self.mixers is None else {f"mixer:{k}": m for k, m in self.mixers.items()}
+        target_mixers = {} if self.mixers is None else {f"mixer:{k}": m for k, m in self.target_mixers.items()}
+        self.trainable = nn.ModuleDict({**self.nets, **mixers})
+        self.target_modules = nn.ModuleDict({**self.targets, **target_mixers})
+        self.flat = FlatParameters(self.trainable)
+        self.target_flat = FlatParameters(self.target_modules)
+        self.target_flat.param.requires_grad_(False)
+        self.optimizer = FlatAdam(self.flat.data, cfg.lr, eps=1e-5)
         decay = int(cfg.eps_decay_frac * cfg.iters * cfg.rollout_len)
-        self.actor = QActor(groups, self.nets, spec, seed_tensor(seed, spec.device), cfg.eps_start, cfg.eps_end,
-                            decay, cfg.policy_backend, cfg.activation)
-        self.learner = QLearner(cfg, self.kind, groups, self.nets, self.targets, self.mixers, self.target_mixers,
-                                self.optimizer, self.actor, cfg.frame_stack)
+        seed_key = seed_tensor(seed, spec.device)
+        self.actor = QActor(groups, self.nets, spec, seed_key, cfg.eps_start, cfg.eps_end, decay, cfg.policy_backend,
+                            cfg.activation)
+        objective = QObjective(cfg, self.kind, groups, self.trainable, self.target_modules, list(trained))
+        self.learner = QLearner(cfg, objective, self.flat, self.target_flat, self.optimizer, self.actor, seed_key,
+                                compiled=cfg.learner_backend != "eager")
 
     def fields(self) -> dict[str, Field]:
         return {}
@@ -173,7 +204,7 @@ class IQL(Algorithm):
         self.actor.sync()
 
     def backends(self) -> dict[str, str]:
-        return {"acting": self.actor.backend, "learning": "eager"}
+        return {"acting": self.actor.backend, "learning": "compiled" if self.learner.compiled else "eager"}
 
     def state_dict(self) -> dict:
         return {"nets": self._modules().state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -182,7 +213,7 @@ class IQL(Algorithm):
     def load_state_dict(self, state: dict) -> None:
         self._modules().load_state_dict(state["nets"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.learner.updates = int(state["updates"])
+        self.learner.set_updates(int(state["updates"]))
         self.sync_actors()
 
 

@@ -177,6 +177,10 @@ class KernelEnv(StepInputChecks):
                        or self._tensors[m].dtype != torch.float32]
         if bad_metrics:
             raise ValueError(f"{self.env_name()}: metrics {bad_metrics} must be float32 fields of shape [num_envs]")
+        # The metrics as rows of one [M, E] block, in name order: a trainer's bookkeeping reads them in one go.
+        self._metric_rows = torch.zeros(len(cls.metrics), self.num_envs, device=self.device)
+        for row, name in zip(self._metric_rows, sorted(cls.metrics)):
+            self._tensors[name] = row
         for name, table in self.tables().items():
             self._tensors[name] = torch.as_tensor(np.ascontiguousarray(table), device=self.device)
         if not cls.state_phases:  # the default state's table: where each agent's observation goes
@@ -250,6 +254,11 @@ class KernelEnv(StepInputChecks):
         declared ``metrics``, 0 for an env that has ended (autoreset=False). Trainers sum them over episodes
         (e.g. Tag's ``tags``). Views rewritten by the next step."""
         return {name: self._tensors[name] for name in type(self).metrics} if self.step_phases else {}
+
+    def step_metric_rows(self) -> torch.Tensor:
+        """:meth:`step_metrics` as one float32 [M, num_envs] tensor, a row per metric in name order (the
+        same memory: ``step_metrics()[name]`` is a row of it)."""
+        return self._metric_rows if self.step_phases else torch.zeros(0, self.num_envs, device=self.device)
 
     def kernel_arguments(self) -> tuple:
         """``(s, c, actions)`` of the env's kernel, for tools that compile it alone: ``s`` and ``c`` as a step

@@ -40,11 +40,14 @@ def rational_tanh(v: torch.Tensor) -> torch.Tensor:
 
 
 class _RationalTanh(torch.autograd.Function):
+    # forward and setup_context apart: the form torch.func's transforms (the learner's grad) accept.
     @staticmethod
-    def forward(ctx, x):
-        y = rational_tanh(x)
-        ctx.save_for_backward(y)
-        return y
+    def forward(x):
+        return rational_tanh(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
 
     @staticmethod
     def backward(ctx, grad):

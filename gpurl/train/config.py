@@ -126,7 +126,10 @@ class TrainConfig:
                                "CUDA for categorical heads, else compiled)", default="auto")
     learner_backend: str = _doc("update: 'compiled' (torch.compile of the loss; its backward by AOTAutograd), "
                                 "'eager' (the loss as written, autograd), 'auto' (compiled)", default="auto")
-    cuda_graph: bool = _doc("on CUDA, capture the whole rollout as one CUDA graph and replay it", default=True)
+    cuda_graph: bool = _doc("on CUDA, capture the whole iteration (rollout and update; the rollout alone for a replay "
+                            "buffer or several ranks) as one CUDA graph and replay it", default=True)
+    tf32: bool = _doc("on CUDA, float32 matrix products in TF32 on tensor cores (JAX's default on these GPUs); off: "
+                      "full float32. Set by the entry point for the process", default=True)
     train_groups: tuple = _doc("groups that learn (CLI: tagger,runner); empty = all; others act randomly",
                                default=())
     eval_episodes: int = _doc("episodes measured of a random policy before training and of the trained one "

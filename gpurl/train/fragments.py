@@ -29,17 +29,20 @@ class RandomActor:
 
 
 class EnvFragment:
-    """One env step from slot t's actions, written straight into the storage, and its bookkeeping."""
+    """One env step from slot t's actions, written straight into the storage, and its bookkeeping (episode
+    starts, episode sums, the acting step counter: one fused pass, :mod:`gpurl.fusion.bookkeeping`)."""
 
     inputs = ("actions[t]",)
-    outputs = ("obs[H + t + 1]", "reward[t]", "terminated[t]", "truncated[t]", "final_obs[t]", "starts")
+    outputs = ("obs[H + t + 1]", "reward[t]", "terminated[t]", "truncated[t]", "final_obs[t]", "starts", "step")
 
     def __init__(self, env, stats: EpisodeStats):
         self.env, self.stats = env, stats
+        self.metric_rows = env.step_metric_rows()
 
     def step(self, s: RolloutStorage, t: int) -> None:
         self.env.step(s.actions[t], out=s.step_outputs(t))
 
-    def bookkeeping(self, s: RolloutStorage, t: int) -> None:
-        s.mark_starts(t)
-        self.stats.update(s.reward[t], s.terminated[t], s.truncated[t], self.env.step_metrics())
+    def bookkeeping(self, s: RolloutStorage, t: int, step_counter: torch.Tensor) -> None:
+        """After step t: starts of slot H + t + 1, the episode sums, and ``step_counter`` (int64 [1]) + 1."""
+        self.stats.step(s.reward[t], s.terminated[t], s.truncated[t], self.metric_rows,
+                        s.starts[s.history + t + 1], step_counter)

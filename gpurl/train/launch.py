@@ -32,7 +32,7 @@ def run(cfg: TrainConfig, say=print) -> dict | None:
     """
     placement = init_placement(cfg.dist, cfg.device, cfg.dist_timeout, cfg.replication_check_every,
                                cfg.max_staleness)
-    threads = configure_process(cfg.torch_threads, placement.device)
+    threads = configure_process(cfg.torch_threads, placement.device, cfg.tf32)
     if placement.is_main:
         say(describe(threads))
     try:
@@ -59,7 +59,7 @@ def run_sweep(configs: list[TrainConfig], say=print, sweep_dir=None) -> dict:
     cfg = configs[0]
     placement = init_placement(cfg.dist, cfg.device, cfg.dist_timeout, cfg.replication_check_every,
                                cfg.max_staleness)
-    say(describe(configure_process(cfg.torch_threads, placement.device)))
+    say(describe(configure_process(cfg.torch_threads, placement.device, cfg.tf32)))
     try:
         checkpoints = [load_checkpoint(c.resume) if c.resume and c.resume != AUTO_RESUME else None for c in configs]
         payload = sweep(configs, checkpoints, say=say, placement=placement, sweep_dir=sweep_dir)

@@ -66,15 +66,36 @@ def allow_many_compiled_shapes() -> None:
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
 
 
-def configure_process(torch_threads: int, device: torch.device) -> dict:
-    """The settings above, for a run on ``device`` (``torch_threads`` 0: the thread policy's size).
-    Returns the threads in effect (:func:`gpurl.train.threads.thread_report`) for the run's report."""
+def set_matmul_precision(tf32: bool) -> None:
+    """CUDA float32 matrix products in TF32 (tensor cores, 10 mantissa bits; what JAX does on these GPUs by
+    default) or in full float32 (a process setting; the CPU's products are not affected)."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        matmul.fp32_precision = "tf32" if tf32 else "ieee"
+    else:  # pragma: no cover - torch before 2.9
+        matmul.allow_tf32 = tf32
+
+
+def matmul_precision() -> str:
+    """The CUDA float32 matmul precision in effect: "tf32" or "ieee"."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        return "tf32" if matmul.fp32_precision == "tf32" else "ieee"
+    return "tf32" if matmul.allow_tf32 else "ieee"  # pragma: no cover - torch before 2.9
+
+
+def configure_process(torch_threads: int, device: torch.device, tf32: bool = True) -> dict:
+    """The settings above, for a run on ``device`` (``torch_threads`` 0: the thread policy's size; ``tf32``:
+    :func:`set_matmul_precision` on CUDA). Returns the threads in effect
+    (:func:`gpurl.train.threads.thread_report`) for the run's report."""
     report = apply_thread_policy(read_policy(torch_threads), cpu_run=device.type == "cpu")
     if device.type == "cpu":
         keep_freed_memory()
+    else:
+        set_matmul_precision(tf32)
     compile_cache_dir()
     allow_many_compiled_shapes()
     return report
 
 
-__all__ = ["compile_cache_dir", "configure_process", "keep_freed_memory"]
+__all__ = ["compile_cache_dir", "configure_process", "keep_freed_memory", "matmul_precision", "set_matmul_precision"]

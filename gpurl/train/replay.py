@@ -8,18 +8,18 @@ built from the env's final observation, never the first observation of the next 
 state (QMIX's mixer), the state before and after the step travel the same way.
 
 The write position advances by the rollout length every iteration, a number the host knows: filling and
-sampling never read the device. Sampling draws slot and env indices with a torch generator on the
-buffer's device, so the draws are reproducible from the generator's state.
+sampling never read the device. Sampling draws slot and env indices from the counter RNG keyed by the run's
+seed, a draw number and the row, on the device (:mod:`gpurl.algos.replay_draw`), so the draws are
+reproducible from the draw number alone and every update's are drawn at once.
 """
 from __future__ import annotations
 
 import torch
 
 from ..envs.memory import format_bytes, require_memory
+from ..algos.replay_draw import REPLAY_FIELDS, draw_rows, gather_rows
 from .storage import RolloutStorage
 
-#: The buffers of a :class:`ReplayBuffer`, in checkpoint order.
-REPLAY_FIELDS = ("inputs", "actions", "reward", "next_inputs", "terminated", "state", "next_state")
 
 
 def transition_bytes(num_agents: int, input_dim: int, action_dims: int, action_dtype: torch.dtype,
@@ -66,6 +66,13 @@ class ReplayBuffer:
         self.next_state = torch.zeros(C, E, state_dim, **f32)
         self.position = 0
         self.size = 0
+        #: int64 [2]: (position, size) on the device, for sampling without a host value in the graph
+        self.ring = torch.zeros(2, dtype=torch.int64, device=device)
+
+    def _moved(self, position: int, size: int) -> None:
+        self.position, self.size = position, size
+        self.ring[0].fill_(position)
+        self.ring[1].fill_(size)
 
     @property
     def nbytes(self) -> int:
@@ -86,8 +93,7 @@ class ReplayBuffer:
         steps = inputs.shape[0]
         if steps > self.capacity:  # only the last capacity steps would survive the ring
             cut = steps - self.capacity
-            self.position = (self.position + cut) % self.capacity
-            self.size = self.capacity
+            self._moved((self.position + cut) % self.capacity, self.capacity)
             parts = (inputs, actions, reward, next_inputs, terminated, state, next_state)
             inputs, actions, reward, next_inputs, terminated, state, next_state = (
                 None if p is None else p[cut:] for p in parts)
@@ -101,31 +107,32 @@ class ReplayBuffer:
         if self.state.shape[-1]:
             self.state[slots] = state
             self.next_state[slots] = next_state
-        self.position = (self.position + steps) % self.capacity
-        self.size = min(self.size + steps, self.capacity)
+        self._moved((self.position + steps) % self.capacity, min(self.size + steps, self.capacity))
 
-    def sample(self, batch: int, generator: torch.Generator, shard=None) -> dict[str, torch.Tensor]:
+    def sample(self, batch: int, seed: torch.Tensor, draw: torch.Tensor, shard=None) -> dict[str, torch.Tensor]:
         """``batch`` transitions drawn uniformly with replacement, as {name: [batch, ...]} (``inputs``
-        [B, N, input_dim], ``terminated`` [B], ...) plus ``weight`` float32 [B].
+        [B, N, input_dim], ``terminated`` [B], ...) plus ``weight`` float32 [B]: one draw of :meth:`draw`, keyed
+        by ``seed`` (int64 [2]) and the draw number ``draw`` (int64 [1]).
 
         ``shard`` (an :class:`~gpurl.multigpu.placement.EnvShard`: this buffer holds envs ``lo..hi`` of
-        ``total``): the draw is over the slots and *all* ``total`` envs, the same on every rank whose
-        ``generator`` is in the same state; rows of other ranks' envs get weight 0 (and a row of this
-        buffer, so every tensor keeps its shape, and nothing is read back to the host). The ranks' weighted
-        sums then add up to the one-device sum over the same draw. None: this buffer's envs are all.
+        ``total``): the draw is over the slots and *all* ``total`` envs, the same on every rank; rows of other
+        ranks' envs get weight 0 (and a row of this buffer, so every tensor keeps its shape, and nothing is read
+        back to the host). The ranks' weighted sums then add up to the one-device sum over the same draw. None:
+        this buffer's envs are all.
         """
         if self.size == 0:
             raise RuntimeError("the replay buffer is empty: insert transitions before sampling")
-        device = self.inputs.device
+        rows = self.draw(seed, draw, 1, batch, shard)
+        return gather_rows(self.buffers(), *(r[0] for r in rows))
+
+    def draw(self, seed: torch.Tensor, draw: torch.Tensor, updates: int, batch: int, shard=None):
+        """:func:`~gpurl.algos.replay_draw.draw_rows` of this buffer: ``(slot, env, weight)`` [updates, batch]."""
         lo, total = (0, self.num_envs) if shard is None else (shard.lo, shard.total)
-        age = torch.randint(self.size, (batch,), generator=generator, device=device)
-        env = torch.randint(total, (batch,), generator=generator, device=device) - lo
-        slot = (self.position - self.size + age) % self.capacity  # the filled slots end at position - 1
-        mine = (env >= 0) & (env < self.num_envs)
-        env = env.clamp(0, self.num_envs - 1)
-        out = {name: getattr(self, name)[slot, env] for name in REPLAY_FIELDS}
-        out["weight"] = mine.to(torch.float32)
-        return out
+        return draw_rows(self.ring, seed, draw, updates, batch, self.capacity, self.num_envs, total, lo)
+
+    def buffers(self) -> tuple[torch.Tensor, ...]:
+        """The buffers in REPLAY_FIELDS order."""
+        return tuple(getattr(self, name) for name in REPLAY_FIELDS)
 
     # ---- checkpoints -----------------------------------------------------------------------------------
 
@@ -158,9 +165,9 @@ class ReplayBuffer:
         if buffers is not None:
             for name in REPLAY_FIELDS:
                 getattr(self, name).copy_(buffers[name])
-            self.position, self.size = position, size
+            self._moved(position, size)
         else:  # contents not saved: start empty, at the saved position
-            self.position, self.size = position, 0
+            self._moved(position, 0)
 
 
 def rollout_transitions(storage: RolloutStorage, obs_dim: int) -> dict[str, torch.Tensor]:

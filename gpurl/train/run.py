@@ -18,8 +18,10 @@ from pathlib import Path
 
 import torch
 
+from ..algos.flat_adam import annealed_lr
 from .checkpoint import CHECKPOINT_FILE, CheckpointError, atomic_write_bytes, check_matches, save_checkpoint
 from .config import AUTO_RESUME, TrainConfig, checkpoint_seconds
+from .iteration_records import IterationRecords
 from ..multigpu.placement import Placement
 from ..profiling import ProfilerWindow, nvtx_range
 from .machine import describe_machine
@@ -33,7 +35,7 @@ from .trainer import Trainer
 RESUME_OVERRIDABLE = ("iters", "total_steps", "log_dir", "log_every", "checkpoint_every", "profile", "progress",
                       "resume", "torch_threads", "device", "render_final", "nsys_iters", "dist", "dist_timeout",
                       "replication_check_every", "max_staleness", "env_modules", "policy_backend",
-                      "learner_backend", "cuda_graph", "fresh_log_dir", "wandb", "wandb_mode", "wandb_project",
+                      "learner_backend", "cuda_graph", "tf32", "fresh_log_dir", "wandb", "wandb_mode", "wandb_project",
                       "wandb_entity", "wandb_group")
 
 
@@ -91,9 +93,11 @@ class CheckpointSchedule:
     def due(self, iteration: int) -> bool:
         if self.seconds is None:
             return bool(self.iterations) and iteration % self.iterations == 0
+        if self.comm.world_size == 1:  # nobody to agree with: no device flag, no read
+            return _clock() - self.last >= self.seconds
         self.flag.fill_(float(_clock() - self.last >= self.seconds))
         self.comm.broadcast_(self.flag, src=0)
-        return bool(self.flag.item())  # host-ok: one flag per iteration, time-based checkpoints only
+        return bool(self.flag.item())  # host-ok: one flag per iteration, time-based checkpoints over ranks only
 
     def saved(self) -> None:
         self.last = _clock()
@@ -234,9 +238,12 @@ class TrainingRun:
         self.phases: dict[str, float] = {}
         self.train_seconds, self.train_steps = 0.0, 0
         self.bytes_start = self.placement.comm.bytes_sent
-        # The first iteration of a process compiles the env kernels (unless the baseline did): it is not
-        # counted in the throughput or the phase split when more iterations follow.
-        self.warmup = 1 if cfg.iters - trainer.iteration > 1 else 0
+        # The first iteration of a process compiles (the env kernels, unless the baseline did, and the fast
+        # paths); on CUDA the second captures the graphs. Neither is counted in the throughput or the phase
+        # split when iterations follow them.
+        self.warmup = max(0, min(2, cfg.iters - trainer.iteration - 1))
+        self.records = IterationRecords(trainer, min_episodes=max(1, cfg.num_envs // 4))
+        self.seconds: dict[int, float] = {}
         self.profiler = _profiler(cfg, log_dir) if self.main else None
         if self.profiler is not None:
             self._open.enter_context(self.profiler)
@@ -244,7 +251,8 @@ class TrainingRun:
         self.schedule = CheckpointSchedule(cfg.checkpoint_every, self.placement.comm, trainer.device)
 
     def step(self) -> None:
-        """One iteration: rollout and update, then its log line and checkpoint when due."""
+        """One iteration: rollout and update queued, then the previous iteration's log line (its record is read
+        one iteration late: :mod:`.iteration_records`), and a checkpoint when due."""
         cfg, trainer = self.cfg, self.trainer
         self.nsys_window.before(trainer.iteration)
         adapt_threads()  # the entry point's thread policy: pools as wide as the CPUs left free
@@ -252,32 +260,48 @@ class TrainingRun:
         with nvtx_range(f"iteration {trainer.iteration}"):
             losses = trainer.iterate()
         self.nsys_window.after(trainer.iteration)
-        scalars = trainer.read_losses(losses)  # NaN/Inf stops the run here, before any checkpoint
+        self.records.update(losses)
+        last = trainer.iteration == cfg.iters
+        checkpoint = self.schedule.due(trainer.iteration) or last
+        log_row = trainer.iteration % cfg.log_every == 0 or last
+        if log_row or checkpoint:
+            self.records.push(losses, log_row)
+        # NaN/Inf stops the run here; before a checkpoint every record is read, so none is saved after one.
+        records = self.records.pop(flush=checkpoint)
         seconds = time.perf_counter() - t0
-        if self.warmup:
-            self.warmup = 0
+        self.seconds[trainer.iteration] = seconds
+        if self.warmup:  # compiles, and on CUDA the graph captures: not timed
+            self.warmup -= 1
             trainer.timer.read()
         else:
             self.train_seconds += seconds
             self.train_steps += cfg.num_envs * cfg.rollout_len
         if self.profiler is not None:
             self.profiler.step()
-        last = trainer.iteration == cfg.iters
-        if trainer.iteration % cfg.log_every == 0 or last:
-            for name, value in trainer.timer.read().items():
-                self.phases[name] = self.phases.get(name, 0.0) + value
-            # Envs start in step, so some intervals see few episode ends: wait for a quarter of them.
-            scalars.update(trainer.read_stats(min_episodes=max(1, cfg.num_envs // 4)))
-            scalars["agent_steps_per_s"] = cfg.num_envs * cfg.rollout_len * trainer.env.num_agents / seconds
-            scalars["lr"] = trainer.algo.optimizer.param_groups[0]["lr"]
-            if self.runlog is not None:
-                self.runlog.log(trainer.iteration, trainer.env_steps, scalars)
-        if self.schedule.due(trainer.iteration) or last:
+        for record in records:
+            if record.log_row:
+                self._log(record)
+        if checkpoint:
             state = trainer.state_dict()  # collective: every rank sends its envs' state
             if self.main:
                 save_checkpoint(self.log_dir / CHECKPOINT_FILE, {**state, "extras": self.extras, "run_id": self.run_id},
                                 keep_previous=True)
             self.schedule.saved()
+
+    def _log(self, record) -> None:
+        """The log row of a record: learner statistics, episode means, throughput, learning rate, phases."""
+        cfg, trainer = self.cfg, self.trainer
+        for name, value in trainer.timer.read().items():
+            self.phases[name] = self.phases.get(name, 0.0) + value
+        scalars = trainer.named_losses(record.losses)
+        scalars.update(record.episodes)
+        seconds = self.seconds.pop(record.iteration)
+        scalars["agent_steps_per_s"] = cfg.num_envs * cfg.rollout_len * trainer.env.num_agents / seconds
+        scalars["lr"] = annealed_lr(cfg.lr, record.iteration - 1, cfg.iters, cfg.anneal_lr)
+        for done in [k for k in self.seconds if k < record.iteration]:
+            del self.seconds[done]
+        if self.runlog is not None:
+            self.runlog.log(record.iteration, record.env_steps, scalars)
 
     def close(self, failed: bool = False) -> None:
         """Stop the profiler and close the logs (idempotent); ``failed``: the run stops on an error."""

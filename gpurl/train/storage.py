@@ -13,6 +13,7 @@ import math
 import torch
 
 from ..algos.base import Field
+from ..algos.frames import stack_frames
 from ..envs.base import StepOutputs
 from ..envs.memory import require_memory
 
@@ -137,14 +138,16 @@ class RolloutStorage:
         Frame h (h = 0 the current one) is the observation h steps back, zeroed when an episode start
         lies between it and the current one (it belongs to an earlier episode).
         """
+        return stack_frames(*self.frame_views(t0, t1, agents, obs_dim))
+
+    def frame_views(self, t0: int, t1: int, agents: slice, obs_dim: int) -> tuple[tuple, tuple]:
+        """``(frames, starts)`` of :meth:`policy_input`, as views of the buffers (no copy, no kernel): what
+        :func:`~gpurl.algos.frames.stack_frames` makes the input of (a compiled acting step, inside its
+        region). frames: [t1 - t0, E, n, obs_dim] each, the current first; starts: [t1 - t0, E] each."""
         H = self.history
-        frames = [self.obs[H + t0:H + t1, :, agents, :obs_dim]]
-        valid = None
-        for h in range(1, H + 1):
-            start_between = self.starts[H + t0 - h + 1:H + t1 - h + 1]
-            valid = ~start_between if valid is None else valid & ~start_between
-            frames.append(self.obs[H + t0 - h:H + t1 - h, :, agents, :obs_dim] * valid[..., None, None])
-        return frames[0] if H == 0 else torch.cat(frames, -1)
+        frames = tuple(self.obs[H + t0 - h:H + t1 - h, :, agents, :obs_dim] for h in range(H + 1))
+        starts = tuple(self.starts[H + t0 - h + 1:H + t1 - h + 1] for h in range(1, H + 1))
+        return frames, starts
 
     def final_input(self, t: torch.Tensor, e: torch.Tensor, agents: slice, obs_dim: int) -> torch.Tensor:
         """Inputs at the final observation of the episodes that ended at (t[i], e[i]): [len(t), n, in_dim].

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import gymnasium
 import torch
@@ -23,12 +24,13 @@ import torch
 from ..algos import ALGORITHMS, EnvSpec, LearnContext
 from ..envs import make, resolve_device
 from ..fusion.counter_rng import seed_tensor
-from ..fusion.graph import GraphedRollout
+from ..fusion.graph import GraphCaptureFailed, GraphedCall, GraphedRollout
 from ..multigpu.placement import Placement
 from ..profiling import nvtx_range
 from .config import TrainConfig
 from .fragments import EnvFragment, RandomActor
-from .metrics import EpisodeStats, PhaseTimer
+from .metrics import EpisodeStats, PhaseTimer, UntimedPhases
+from .process import matmul_precision
 from .replay import ReplayBuffer, rollout_transitions
 from .storage import RolloutStorage
 
@@ -87,7 +89,7 @@ class Trainer:
         self.generator = torch.Generator(self.device).manual_seed(cfg.seed)
         self.sample_generator = torch.Generator(self.device).manual_seed(cfg.seed + 1_000_003 * (1 + placement.rank))
         self.stats = EpisodeStats(self.shard.size, {n: g.agents for n, g in groups.items()},
-                                  sorted(self.env.step_metrics()), self.device)
+                                  sorted(self.env.step_metrics()), self.device, self._bookkeeping_backend())
         self.timer = PhaseTimer(self.device)
         self.random_actor = RandomActor({n: g for n, g in groups.items() if n not in self.trained}, self.device)
         self.baseline_actor = RandomActor(dict(groups), self.device)
@@ -97,22 +99,38 @@ class Trainer:
         self.learner_storage = None
         self.replay = None
         self.step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
+        #: int64 [1]: iterations done (the learners' schedules read it on the device; ``iteration`` is the host's)
+        self.iteration_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         if learner_shard is not None:
             if self.algo.uses_replay:  # on every learner rank: the transitions of the envs it learns from
                 self.replay = self._replay(learner_shard.size)
             self.learn_context = LearnContext(learner_shard, placement.learner_comm(cfg.num_envs),
                                               placement.reduce_gradients, self.generator, self.timer,
-                                              replay=self.replay, step=self.step_counter)
+                                              replay=self.replay, step=self.step_counter,
+                                              iteration=self.iteration_counter)
             self.learner_storage = (self.storage if learner_shard == self.shard
                                     else self._storage(learner_shard.size))
-        self.graphed = None
+            self._untimed_context = dataclasses.replace(self.learn_context, timer=UntimedPhases())
+            prepare = getattr(self.algo.learner, "prepare", None)
+            if prepare is not None:  # the update's buffers: allocated (and their memory checked) now
+                prepare(self.learner_storage, self.learn_context)
+        # On CUDA: the whole iteration as one graph where it is device work alone (one device, an update that
+        # reads no host value); else the rollout as one graph and the update launched as it runs.
+        self.graphed = self.graphed_iteration = None
         if cfg.cuda_graph and self.device.type == "cuda" and not self.random_actor.groups:
-            self.graphed = GraphedRollout(lambda: self._rollout_steps(timed=False))
+            if placement.world_size == 1 and self.algo.graph_safe_update:
+                self.graphed_iteration = GraphedCall(self._device_iteration, name="training iteration")
+            else:
+                self.graphed = GraphedRollout(lambda: self._rollout_steps(timed=False))
         self.iteration = 0
         self.env_steps = 0
         with nvtx_range("reset"):
             self.storage.start(self.env.reset(), self.env.global_state)
         self._weights_changed(placement.start(self.algo.weights()))
+
+    def _bookkeeping_backend(self) -> str:
+        """Eager acting keeps the rollout's bookkeeping eager too (nothing compiles at start)."""
+        return "eager" if self.config.policy_backend == "eager" else "auto"
 
     def _storage(self, num_envs: int, steps: int | None = None, env=None) -> RolloutStorage:
         env = env or self.env
@@ -131,20 +149,47 @@ class Trainer:
             self.algo.sync_actors()
 
     def backends(self) -> str:
-        """One line naming what runs acting, learning and the env kernels."""
+        """One line naming what runs acting, learning and the env kernels (and, on CUDA, what a CUDA graph
+        captures and the float32 matmul precision)."""
         b = self.algo.backends()
-        return (f"backends: acting={b.get('acting', '?')} learning={b.get('learning', '?')} "
+        line = (f"backends: acting={b.get('acting', '?')} learning={b.get('learning', '?')} "
                 f"env={self.env.target} kernels on {self.device}")
+        if self.device.type == "cuda":
+            graph = "iteration" if self.graphed_iteration else "rollout" if self.graphed else "none"
+            line += f"; cuda_graph={graph} matmul={matmul_precision()}"
+        return line
 
     # ---- one iteration ---------------------------------------------------------------------------
 
     def iterate(self) -> torch.Tensor:
         """Rollout, then the learner. Returns its statistics float32 [groups, len(stat_names)] (device
-        tensor; the same on every rank)."""
+        tensor; the same on every rank). Queues device work and reads nothing back."""
+        if self.graphed_iteration is not None:
+            with self.timer.phase("iteration"):  # a graph has no phases inside
+                try:
+                    stats = self.graphed_iteration()
+                except GraphCaptureFailed as err:
+                    warnings.warn(f"{err}; the run goes on without the graph")
+                    self.graphed_iteration = None
+                    stats = self._device_iteration()
+        else:
+            stats = self._iteration()
+        self.iteration += 1
+        self.env_steps += self.config.num_envs * self.config.rollout_len
+        return stats
+
+    def _device_iteration(self) -> torch.Tensor:
+        """One iteration on one device as device work alone, what a CUDA graph captures: the rollout, the
+        learner (no phase timers: events cannot be timed inside a graph), the weights to the actors."""
+        self._rollout_steps(timed=False)
+        stats = self.algo.learner.run(self.learner_storage, self._untimed_context)
+        self.algo.sync_actors()  # the rollout reads weights from static buffers
+        self.storage.roll_over()
+        self.iteration_counter += 1
+        return stats
+
+    def _iteration(self) -> torch.Tensor:
         cfg, p, weights = self.config, self.placement, self.algo.weights()
-        if cfg.anneal_lr:
-            for group in self.algo.optimizer.param_groups:
-                group["lr"] = cfg.lr * (1.0 - self.iteration / cfg.iters)
         self._weights_changed(p.before_rollout(self.iteration, weights))
         with nvtx_range("rollout"):
             self.rollout()
@@ -162,8 +207,7 @@ class Trainer:
         with self.timer.phase("learn"):
             self.algo.sync_actors()  # the rollout reads weights from static buffers
         self.storage.roll_over()
-        self.iteration += 1
-        self.env_steps += cfg.num_envs * cfg.rollout_len
+        self.iteration_counter += 1
         return stats
 
     def rollout(self) -> None:
@@ -189,11 +233,10 @@ class Trainer:
         for t in range(s.steps):
             with phase("act"):
                 self._act(s, t, self.step_counter, self.sample_generator)
-                self.step_counter += 1
             with phase("env"):
                 env.step(s, t)
-            with phase("bookkeeping"):
-                env.bookkeeping(s, t)
+            with phase("bookkeeping"):  # the step counter moves on here
+                env.bookkeeping(s, t, self.step_counter)
 
     # ---- measuring a policy ----------------------------------------------------------------------
 
@@ -211,7 +254,8 @@ class Trainer:
                    validate=False, env_id_offset=self.shard.lo, global_state=self.reads_global_state,
                    **cfg.env_params)
         s = self._storage(self.shard.size, steps=1, env=env)
-        stats = EpisodeStats(self.shard.size, self.stats.groups, self.stats.metric_names, self.device)
+        stats = EpisodeStats(self.shard.size, self.stats.groups, self.stats.metric_names, self.device,
+                             self._bookkeeping_backend())
         stepper = EnvFragment(env, stats)
         generator = torch.Generator(self.device).manual_seed(seed + 1_000_003 * self.placement.rank)
         step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
@@ -220,9 +264,8 @@ class Trainer:
         results: dict[str, float] = {}
         for step in range(1, max_steps + 1):
             self._act(s, 0, step_counter, generator, random=random, seed=policy_seed)
-            step_counter += 1
             stepper.step(s, 0)
-            stepper.bookkeeping(s, 0)
+            stepper.bookkeeping(s, 0, step_counter)
             s.roll_over()
             if step % cfg.rollout_len == 0 or step == max_steps:
                 results = merge_means(results, stats.read(comm=self.placement.comm))
@@ -337,6 +380,7 @@ class Trainer:
         self.stats.load_state_dict({"running": stats["running"][lo:hi],
                                     "done_sum": stats["done_sum"] * main, "done_count": stats["done_count"] * main})
         self.iteration, self.env_steps = int(state["iteration"]), int(state["env_steps"])
+        self.iteration_counter.fill_(self.iteration)
         self._weights_changed(self.placement.start(self.algo.weights()))
         self.algo.sync_actors()
 
@@ -364,17 +408,26 @@ class Trainer:
     # ---- reading results (host reads: once per log interval) -------------------------------------
 
     def read_losses(self, stats: torch.Tensor) -> dict[str, float]:
-        """The learner's statistics as floats; raises NonFiniteLossError naming the iteration on NaN/Inf."""
+        """The learner's statistics as floats (one host read); raises NonFiniteLossError naming the iteration
+        on NaN/Inf. A training run reads them one iteration late instead (:mod:`.readback`)."""
+        values = stats.tolist()  # host-ok: a caller's own read (tests, benchmarks)
+        self.check_finite(values, self.iteration)
+        return self.named_losses(values)
+
+    def named_losses(self, values: list[list[float]]) -> dict[str, float]:
+        """``{"<stat>/<group>": value}`` of the learner's statistics read on the host ([groups][stats])."""
+        return {f"{stat}/{group}": v for group, row in zip(self.trained, values)
+                for stat, v in zip(self.algo.stat_names, row)}
+
+    def check_finite(self, values: list[list[float]], iteration: int) -> None:
+        """NonFiniteLossError naming ``iteration`` (1-based), the group and the statistics if any of ``values``
+        ([groups][stats], read on the host) is NaN/Inf."""
         names = self.algo.stat_names
-        out = {}
-        for group, values in zip(self.trained, stats.tolist()):  # host-ok: once per iteration, after the update
-            for stat, v in zip(names, values):
-                out[f"{stat}/{group}"] = v
-            bad = [stat for stat, v in zip(names, values) if not math.isfinite(v)]
+        for group, row in zip(self.trained, values):
+            bad = [stat for stat, v in zip(names, row) if not math.isfinite(v)]
             if bad:
-                raise NonFiniteLossError(f"iteration {self.iteration}: non-finite {', '.join(bad)} in group "
-                                         f"{group!r} ({dict(zip(names, values))}); stopping the run")
-        return out
+                raise NonFiniteLossError(f"iteration {iteration}: non-finite {', '.join(bad)} in group "
+                                         f"{group!r} ({dict(zip(names, row))}); stopping the run")
 
 
 def _to_cpu(value):
