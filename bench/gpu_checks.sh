@@ -9,11 +9,11 @@
 # writes its log under $OUT as it goes (a lease returns only what is under $OUT). Benchmarks compare
 # side by side within one run (ratios), so the tier's compile work beside them shifts both sides alike.
 #
-# Missing Python packages travel as wheels in ./.whl (see the device notes); numba-cuda from there is
-# used only when the machine's own is missing or older than gpurl's floor. What travelled on 2026-11-27
-# (the 'cuda' image lacks them): gymnasium, farama-notifications, nvtx, pettingzoo, mpe2, pygame (mpe2
-# imports it), jaxmarl, gymnax, and numpy 2.4.6, because numba-cuda 0.30.4 does not import under the
-# image's numpy 2.5 (np.row_stack is gone).
+# Missing Python packages travel as wheels in ./.whl: `bash bench/gpu_wheels.sh` downloads them here (the
+# 'cuda' image lacks gymnasium, farama-notifications, nvtx, pettingzoo, mpe2, pygame-ce (mpe2 imports it),
+# jaxmarl, gymnax, and numpy 2.4.6, because numba-cuda 0.30.4 does not import under the image's numpy 2.5),
+# and the device call carries .whl. A numba-cuda wheel there is used only when the machine's own is missing
+# or older than gpurl's floor.
 set -u
 OUT=${OUT:-/tmp/gpurl-gpu-checks}
 BUDGET=${1:-470}

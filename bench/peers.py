@@ -195,7 +195,7 @@ def main(argv=None) -> dict:
     if args.train:
         training = run_training(args, device, missing, say)
 
-    summary = acceptance(scenarios, training)
+    summary = acceptance(scenarios, training, device)
     say("")
     say("acceptance:")
     for line in summary["lines"]:
@@ -266,7 +266,12 @@ def _f2(x) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def acceptance(scenarios: dict, training) -> dict:
+#: gpurl PPO / JAX IPPO training env-steps/s: on a GPU the target (issue 39), on the CPU the floor that every
+#: change keeps (at least as fast).
+TRAIN_BAR = {"cuda": 2.0, "cpu": 1.0}
+
+
+def acceptance(scenarios: dict, training, device: str) -> dict:
     lines, out = [], {"env_bar": {}}
     lines.append(f"env throughput, gpurl / JaxMARL >= {BAR_RATIO:.0f}x on the CPU at {BAR_ENVS} envs, best vs best, "
                  "the stricter of the two JaxMARL ways (inputs, fused):")
@@ -288,10 +293,11 @@ def acceptance(scenarios: dict, training) -> dict:
         r, r_med = training["ratio_gpurl_over_jax"], training["ratio_median_per_iteration"]
         out["train_ratio_vs_jax_ippo_total"] = r
         out["train_ratio_vs_jax_ippo_median"] = r_med
-        out["train_bar_met"] = r_med >= 2
-        lines.append(f"PPO training throughput, gpurl / JAX IPPO >= 2 (median of the per-iteration ratios of "
-                     f"neighbouring iterations): {r_med:.2f}x (total time: {r:.2f}x) -> "
-                     f"{'MET' if r_med >= 2 else 'NOT MET'}")
+        bar = TRAIN_BAR["cuda" if str(device).startswith("cuda") else "cpu"]
+        out["train_bar"], out["train_bar_met"] = bar, r_med >= bar
+        lines.append(f"PPO training throughput, gpurl / JAX IPPO >= {bar:g} on {device} (median of the per-iteration "
+                     f"ratios of neighbouring iterations): {r_med:.2f}x (total time: {r:.2f}x) -> "
+                     f"{'MET' if r_med >= bar else 'NOT MET'}")
         for group in ("adversary", "good"):
             ok = training["curve_comparison"][group].get("gpurl_no_worse")
             out[f"curve_{group}_no_worse"] = ok

@@ -12,7 +12,9 @@ Ends with one line ``RESULT {json}``: device, env, num_envs, num_agents, iterati
 agent_steps_per_s (end to end over the training loop, after one warm-up iteration that compiles the
 kernels; timed_iterations says over how many), phase_seconds (act, env, bookkeeping, advantages,
 learn) and, for Tag, tags_per_episode_random (uniformly random taggers and runners, same config,
-measured in this run) and tags_per_episode_final (the trained policies), run_id and machine.
+measured in this run) and tags_per_episode_final (the trained policies), the same per env step
+(tags_per_step_*: an episode ends once every runner is caught, so a faster catch raises it), run_id and
+machine.
 
 The run's id, log dir, machine and config are printed (and written to <log dir>/run.json) at start; a
 log dir holding another run's files is refused (``--fresh-log-dir`` writes into <log dir>-<run id>), and

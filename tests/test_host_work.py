@@ -35,7 +35,7 @@ pytestmark = pytest.mark.cpu
 #: variant -> (algo, recurrent, compiled). The compiled PPO config is tests/test_ppo_loss.py's (one compiled
 #: learner graph for both files), the compiled QMIX one tests/test_q_learning.py's.
 VARIANTS = {
-    "ppo-compiled": ("ppo", "none", True), "a2c": ("a2c", "none", False), "mappo": ("mappo", "none", False),
+    "ppo-compiled": ("ppo", "none", True), "a2c": ("a2c", "none", False), "mappo-compiled": ("mappo", "none", True),
     "ppo-gru": ("ppo", "gru", False), "mappo-gru": ("mappo", "gru", False),
     "iql": ("iql", "none", False), "vdn": ("vdn", "none", False), "qmix-compiled": ("qmix", "none", True),
 }
@@ -100,8 +100,7 @@ def test_a_ppo_minibatch_is_one_compiled_region(warm):
     with HostWork() as work:
         learner.step(learner.totals, learner.minibatch_ids[1], inputs)
     assert not work.syncs
-    assert work.regions == 1 and work.kernel_count <= 10, dict(work.kernels)
-    assert work.kernel_count == 1, dict(work.kernels)
+    assert work.regions == 1 and work.kernel_count == 1, dict(work.kernels)
     assert learner.adam.step == before + 1
 
 
@@ -116,10 +115,12 @@ def test_a_qmix_update_is_one_compiled_region_and_its_target_move(warm):
     assert work.regions == 1 and work.kernel_count == 2, dict(work.kernels)
 
 
-def test_a_rollout_step_is_at_most_four_kernels(warm, monkeypatch):
-    """Acting (one compiled region and one multi-tensor copy of its results into the storage), the env (one
-    kernel launch per step), the bookkeeping (starts, episode sums and the step counter: one region)."""
-    trainer = warm("ppo-compiled")
+@pytest.mark.parametrize("variant", ["ppo-compiled", "mappo-compiled"])
+def test_a_rollout_step_is_at_most_four_kernels(variant, warm, monkeypatch):
+    """Acting (one compiled region, MAPPO's critics of the global state inside it, and one multi-tensor copy
+    of its results into the storage), the env (one kernel launch per step), the bookkeeping (starts, episode
+    sums and the step counter: one region)."""
+    trainer = warm(variant)
     launches = []
     step = trainer.env.step
     monkeypatch.setattr(trainer.env, "step", lambda *a, **k: launches.append(1) or step(*a, **k))

@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gpurl.algos.acting import Acting
 from gpurl.algos.central_critic import CentralCritic, ValueNorm
+from gpurl.algos.ppo import PPOActor
+from gpurl.algos.ppo_learner import central_values_compiled
 from gpurl.algos.ppo_loss import policy_terms, value_terms
 from gpurl.algos.ppo_objective import PPOObjective, pick
 from gpurl.train import Trainer
@@ -95,6 +98,26 @@ def test_the_actor_never_reads_the_global_state_and_values_come_once_per_env(map
     algo.actor.run(s, t, step)
     assert torch.equal(s.actions[t], actions) and torch.equal(s.log_prob[t], log_prob)
     assert not torch.allclose(s.value[t], value)
+
+
+def test_compiled_acting_makes_the_critics_pass_in_its_call_and_writes_the_eager_values(mappo):
+    """The compiled backend computes the central values inside the acting call (a rollout step stays four
+    kernels, tests/test_host_work.py): the same actions, log-probs and values as the eager pass."""
+    algo, s = mappo.algo, mappo.storage
+    eager = algo.actor
+    acting = Acting(eager.acting.policies, eager.acting.starts, "compiled", eager.acting.seed,
+                    eager.acting.env_offset, eager.acting.num_agents)
+    fn, _, args = eager.critic_pass
+    compiled = PPOActor(eager.groups, acting, eager.recurrent, (fn, central_values_compiled, args))
+    t, step = 2, torch.tensor([41])
+    written = []
+    for actor in (eager, compiled):
+        s.value[t] = float("nan")
+        actor.run(s, t, step)
+        written.append((s.actions[t].clone(), s.log_prob[t].clone(), s.value[t].clone()))
+    assert torch.equal(written[1][0], written[0][0])
+    torch.testing.assert_close(written[1][1], written[0][1], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(written[1][2], written[0][2], rtol=1e-5, atol=1e-5)
 
 
 def test_mappo_needs_its_options_and_trains_with_every_one():

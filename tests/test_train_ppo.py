@@ -175,6 +175,9 @@ def test_cli_end_to_end_writes_outputs_and_resumes(tmp_path, capsys):
     assert result["iterations"] == 2 and result["num_agents"] == 5 and result["device"] == "cpu"
     assert {"act", "env", "learn"} <= set(result["phase_seconds"])
     assert result["tags_per_episode_random"] is not None and result["tags_per_episode_final"] is not None
+    for which in ("random", "final"):  # tags per env step: the sum per episode over the episode length
+        assert result[f"tags_per_step_{which}"] == pytest.approx(
+            result[f"tags_per_episode_{which}"] / result[f"episode_length_{which}"])
     for name in ("metrics.csv", "checkpoint.pt", "learning_curve.png", "result.json"):
         assert (log_dir / name).exists(), name
     assert list(log_dir.glob("events.out.tfevents*")), "no TensorBoard events"

@@ -61,11 +61,14 @@ def global_agent_ids(E: int, n: int, env_offset: int, num_agents: int, group_sta
 
 
 def _act(policies: list[ActorCritic], inputs: list, ids: list[torch.Tensor], step: torch.Tensor,
-         seed: torch.Tensor, hiddens: list, starts: list, deterministic: bool = False) -> list[tuple]:
+         seed: torch.Tensor, hiddens: list, starts: list, deterministic: bool = False,
+         central: tuple | None = None) -> tuple[list[tuple], list[torch.Tensor]]:
     """Every group's ``act`` in one call (one compiled graph per step, not one per group), its input rows
     made inside it. Per group: ``inputs`` float32 [E, n, in_dim] or a frame stack ``(frames, starts)`` of
     the rollout storage (:meth:`~gpurl.train.storage.RolloutStorage.frame_views` at one step);
-    ``hiddens`` [E, n, H] and ``starts`` bool [E], or None (feed-forward)."""
+    ``hiddens`` [E, n, H] and ``starts`` bool [E], or None (feed-forward). ``central``: ``(fn, args)``, a
+    pass over other inputs (MAPPO's critics of the global state) made in the same call; its outputs come
+    second (none without it)."""
     out = []
     for policy, x, i, h, s in zip(policies, inputs, ids, hiddens, starts):
         x = as_input(x)
@@ -73,7 +76,7 @@ def _act(policies: list[ActorCritic], inputs: list, ids: list[torch.Tensor], ste
         h = None if h is None else h.reshape(E * n, -1)
         s = None if s is None else s.unsqueeze(1).expand(E, n).reshape(E * n)
         out.append(policy.act(x.reshape(E * n, -1), i, step, seed, h, s, deterministic))
-    return out
+    return out, ([] if central is None else list(central[0](*central[1])))
 
 
 def as_input(x) -> torch.Tensor:
@@ -123,7 +126,7 @@ class Acting:
     @torch.no_grad()
     def __call__(self, inputs: dict[str, torch.Tensor], step: torch.Tensor, outputs: dict[str, tuple],
                  seed: torch.Tensor | None = None, hidden: dict[str, tuple] | None = None,
-                 deterministic: bool = False) -> None:
+                 deterministic: bool = False, central: tuple | None = None) -> None:
         """``inputs[name]`` float32 [E, n, in_dim], or a frame stack ``(frames, starts)`` of the rollout storage at
         one step (its input is then made inside the compiled call); step int64 [1]; writes ``outputs[name]`` = (action
         [E, n, action_dims], log_prob [E, n], value [E, n] or None) (views of the rollout storage; a
@@ -134,7 +137,12 @@ class Acting:
         observation begins an episode) and where the new state goes (the next slot: not hidden_in).
 
         ``deterministic``: every group's most likely action (evaluation); the fused kernel samples only,
-        so a group it acts for refuses it."""
+        so a group it acts for refuses it.
+
+        ``central``: ``(fn, compiled_fn, args, targets)``, one more pass of the step (MAPPO's critics of the
+        global state): ``fn(*args)`` gives one tensor per entry of ``targets``, written there. Where torch
+        groups act it runs inside their compiled call and its results share their copy, else on its own
+        (``compiled_fn``)."""
         if deterministic and self.packed:
             raise ValueError(f"deterministic acting runs the torch definition; groups {sorted(self.packed)} act by "
                              "the fused kernel (policy_backend 'triton'): use policy_backend 'eager' or 'compiled'")
@@ -161,9 +169,13 @@ class Acting:
                 value = outputs[name][2]
                 value.copy_(v.view(value.shape))
         if self.torch_groups:
-            self._act_torch(inputs, step, outputs, seed, hidden, deterministic)
+            self._act_torch(inputs, step, outputs, seed, hidden, deterministic, central)
+        elif central is not None:
+            _, compiled_fn, args, targets = central
+            results = compiled_fn(*args)
+            torch._foreach_copy_(targets, [v.view(t.shape) for t, v in zip(targets, results)])
 
-    def _act_torch(self, inputs, step, outputs, seed, hidden, deterministic: bool) -> None:
+    def _act_torch(self, inputs, step, outputs, seed, hidden, deterministic: bool, central) -> None:
         groups = self.torch_groups
         shapes = [(inputs[name][0][0] if isinstance(inputs[name], tuple) else inputs[name][None]).shape[1:3]
                   for name in groups]
@@ -171,12 +183,15 @@ class Acting:
                for name, (E, n) in zip(groups, shapes)]
         states = [hidden.get(name, (None, None, None))[0] for name in groups]
         starts = [hidden.get(name, (None, None, None))[1] for name in groups]
-        results = self._act([self.policies[name] for name in groups], [inputs[name] for name in groups], ids, step,
-                            seed, states, starts, deterministic)
+        fn_args = None if central is None else (central[0], central[2])
+        results, central_results = self._act([self.policies[name] for name in groups],
+                                             [inputs[name] for name in groups], ids, step, seed, states, starts,
+                                             deterministic, fn_args)
         # Every result into its slot in one multi-tensor copy. (Not inside the compiled call: the slots of
         # several groups are views of one buffer, and inductor 2.13 writes such aliased views at the first
         # call's offsets on later calls.)
-        targets, sources = [], []
+        targets = [] if central is None else list(central[3])
+        sources = [v.view(t.shape) for t, v in zip(targets, central_results)]
         for name, result in zip(groups, results):
             for target, value in zip((*outputs[name], hidden[name][2] if name in hidden else None), result):
                 if target is not None:

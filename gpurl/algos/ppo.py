@@ -33,7 +33,8 @@ RECURRENT_CHOICES = ("none", "gru")
 
 class PPOActor:
     """Every trained group's policy at step t (untrained groups are the trainer's); with central
-    critics (MAPPO), then their values of the global state at t, one pass for all groups."""
+    critics (MAPPO), their values of the global state at t in the same acting call. ``critic_pass``:
+    ``(fn, compiled_fn, args)``, the critics' pass ``fn(*args, global_state)`` (:func:`central_values`)."""
 
     inputs = ("obs[H + t]", "starts", "hidden[t]", "global_state[t]")
     outputs = ("actions[t]", "log_prob[t]", "value[t]", "hidden[t + 1]")
@@ -51,10 +52,13 @@ class PPOActor:
                              None if self.critic_pass is not None else s.value[t, :, a])
             if self.recurrent:
                 carried[name] = (s.hidden[t, :, a], s.starts[s.history + t], s.hidden[t + 1, :, a])
-        self.acting(inputs, step, outputs, seed, hidden=carried or None, deterministic=deterministic)
-        if self.critic_pass is not None:
-            for name, v in zip(self.acting.policies, self.critic_pass(s.global_state[t])):
-                s.value[t, :, self.groups[name].agents] = v
+        central = None
+        if self.critic_pass is not None:  # MAPPO: the critics of the global state, in the acting call
+            fn, compiled_fn, args = self.critic_pass
+            targets = [s.value[t, :, self.groups[name].agents] for name in self.acting.policies]
+            central = (fn, compiled_fn, (*args, s.global_state[t]), targets)
+        self.acting(inputs, step, outputs, seed, hidden=carried or None, deterministic=deterministic,
+                    central=central)
 
 
 class PPO(Algorithm):
@@ -105,8 +109,8 @@ class PPO(Algorithm):
         if self.central_critic:
             critics = list(self.critics.values())
             norms = [None if self.value_norms is None else self.value_norms[k] for k in trained]
-            values = central_values if cfg.policy_backend == "eager" else central_values_compiled
-            critic_pass = torch.no_grad()(lambda states: values(critics, norms, states))
+            compiled = central_values if cfg.policy_backend == "eager" else central_values_compiled
+            critic_pass = (central_values, compiled, (critics, norms))
         self.actor = PPOActor(groups, self.acting, self.recurrent, critic_pass)
         self.learner = PPOLearner(cfg, groups, self.nets, self.trainable, self.flat, self.optimizer,
                                   self.learning_backend, seed_key, self.critics, self.value_norms)

@@ -235,11 +235,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> dict:
         return {}
     for key in sorted(k for k in result if k.endswith("_random") and result.get(k) is not None):
         final = result.get(key.removesuffix("_random") + "_final")
-        print(f"{key.removesuffix('_random')}: random {result[key]:.3f}, trained "
-              + (f"{final:.3f}" if final is not None else "-"))
-    if result.get("tags_per_episode_random") and result.get("tags_per_episode_final") is not None:
-        print(f"tags per episode, trained / random: "
-              f"{result['tags_per_episode_final'] / result['tags_per_episode_random']:.2f}x")
+        print(f"{key.removesuffix('_random')}: random {result[key]:.4g}, trained "
+              + (f"{final:.4g}" if final is not None else "-"))
+    for rate in ("tags_per_episode", "tags_per_step"):
+        if result.get(f"{rate}_random") and result.get(f"{rate}_final") is not None:
+            print(f"{rate.replace('_', ' ')}, trained / random: "
+                  f"{result[f'{rate}_final'] / result[f'{rate}_random']:.2f}x")
     rate = result["agent_steps_per_s"]
     print(f"end-to-end agent-steps/s ({result['device']}): " + (f"{rate:.4g}" if rate is not None else "-")
           + f"; phase seconds: {result['phase_seconds']}")

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The wheels bench/gpu_checks.sh needs on a lent GPU machine, downloaded here into ./.whl (git ignores it
+# through .git/info/exclude). That machine's image (Python 3.12, torch 2.11+cu130, JAX) cannot fetch
+# anything and lacks these: the env adapters' and mpe2's packages, nvtx, JaxMARL and gymnax (the JAX IPPO
+# peer), and numpy 2.4.6 (numba-cuda 0.30.4 does not import under the image's numpy 2.5). Versions are the
+# CPU pins of constraints-cpu.txt where it has one.
+#
+#     bash bench/gpu_wheels.sh          # then: the device call carries .whl (run(carry=[".whl"]))
+set -euo pipefail
+cd "$(dirname "$0")/.."
+grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+
+PACKAGES=(gymnasium farama-notifications nvtx pettingzoo mpe2 pygame-ce jaxmarl gymnax numpy)
+specs=()
+for name in "${PACKAGES[@]}"; do
+    pinned=$(grep -i "^${name}==" constraints-cpu.txt | head -1 || true)
+    specs+=("${pinned:-$name}")
+done
+platforms=()
+for tag in manylinux_2_28 manylinux_2_27 manylinux_2_24 manylinux_2_17 manylinux2014 manylinux1; do
+    platforms+=(--platform "${tag}_x86_64")
+done
+rm -rf .whl
+python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    "${platforms[@]}" -d .whl "${specs[@]}"
+ls .whl
+du -sh .whl
