@@ -300,3 +300,29 @@ def test_adapters_refuse_seeds_outside_uint64(seed):
             make_adapter(seed=seed)
     venv.reset(seed=2**64 - 1)
     penv.reset(seed=2**64 - 1)
+
+
+@pytest.mark.parametrize("name, value", [("validate", "no"), ("validate", 0), ("autoreset", "yes"), ("autoreset", 1),
+                                         ("global_state", None)])
+def test_make_refuses_on_off_arguments_that_are_not_bools(name, value):
+    """A string "no" or an int 0 would read as a truth value (validation left on by validate="no")."""
+    message = f"^{name} must be True or False, got {type(value).__name__} {re.escape(repr(value))}$"
+    with pytest.raises(TypeError, match=message):
+        gpurl.make("simple", num_envs=2, device="cpu", **{name: value})
+    env = gpurl.make("simple", num_envs=2, device="cpu", **{name: np.bool_(False)})  # NumPy's bools are bools
+    assert getattr(env, "writes_global_state" if name == "global_state" else name) is False
+
+
+def test_the_largest_seed_trains_and_evaluates(tmp_path):
+    """Seeds derived from the run's (the evaluations', each rank's sampling stream) wrap modulo 2**64, so the
+    top of the documented range works (it overflowed ``seed + 1000003`` before)."""
+    from gpurl.envs.checks import derived_seed
+
+    assert derived_seed(2**64 - 1, 1) == 0 and derived_seed(5, 1_000_003) == 1_000_008
+    result = cli_main(["--env", "simple", "--num-envs", "2", "--rollout-len", "4", "--iters", "1", "--epochs", "1",
+                       "--minibatches", "1", "--eval-episodes", "2", "--seed", str(2**64 - 1), "--device", "cpu",
+                       "--policy-backend", "eager", "--learner-backend", "eager", "--no-progress",
+                       "--log-dir", str(tmp_path / "run")])
+    assert result["seed"] == 2**64 - 1 and result["iterations"] == 1
+    # Both evaluations ran, on seeds 2**64 - 1 + 1 and + 2, wrapped to 0 and 1.
+    assert result["return_agent_random"] is not None and result["return_agent_final"] is not None

@@ -19,7 +19,7 @@ from ..kernels.fields import Field, struct_type
 from ..kernels.program import FIXED_AGENTS
 from ..kernels.targets import freeze_constants
 from . import lifecycle, memory
-from .checks import check_env_id_offset, check_global_state, check_num_envs, check_seed
+from .checks import check_env_id_offset, check_flag, check_num_envs, check_seed
 from .params import checked_params
 from .spaces import Group, action_bounds, action_layout, check_groups
 from .state_class import check_constant_types, check_state_dim, state_dataclass
@@ -87,9 +87,9 @@ class KernelEnv(StepInputChecks):
         self.num_envs = check_num_envs(num_envs)
         self.device = torch.device(device)
         self.seed = check_seed(seed)
-        self.autoreset = bool(autoreset)
-        self.validate = bool(validate)
-        self.writes_global_state = check_global_state(global_state)  # False: env.global_state is None
+        self.autoreset = check_flag("autoreset", autoreset)
+        self.validate = check_flag("validate", validate)
+        self.writes_global_state = check_flag("global_state", global_state)  # False: env.global_state is None
         self.env_id_offset = check_env_id_offset(env_id_offset, self.num_envs)
         self.target = self._choose_target(target)
         memory.check_env_fits(self)  # a num_envs whose arrays would not fit is refused before any allocation

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
 import torch
 
 
@@ -24,10 +25,18 @@ def check_seed(seed) -> int:
     return int(seed)
 
 
-def check_global_state(global_state) -> bool:
-    if not isinstance(global_state, bool):
-        raise TypeError(f"global_state must be True or False, got {type(global_state).__name__} {global_state!r}")
-    return global_state
+def derived_seed(seed: int, offset: int) -> int:
+    """``seed + offset`` modulo 2**64: a seed in [0, 2**64) derived from another one (the evaluation's, a rank's
+    sampling stream), so that every seed of the documented range works, 2**64 - 1 included."""
+    return (int(seed) + int(offset)) % 2**64
+
+
+def check_flag(name: str, value) -> bool:
+    """``value`` of the on/off argument ``name`` as a bool: True or False (also NumPy's), nothing else (a string
+    "no" or an int 0 would otherwise read as a truth value)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
 
 
 def refuse_state_outputs(out, env_name: str) -> None:

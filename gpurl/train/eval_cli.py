@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from ..envs import make, resolve_device
+from ..envs.checks import derived_seed
 from .checkpoint import CheckpointError
 from .config import TrainConfig
 from .evaluation import Lineup, RandomPolicy, play_episodes, summarize
@@ -116,7 +117,7 @@ def evaluate(args, say=print) -> dict:
     config = TrainConfig.from_dict(checkpoint["config"])
     config.import_env_modules()
     device = resolve_device(args.device)
-    seed = config.seed + NEW_SEED_OFFSET if args.seed is None else args.seed
+    seed = derived_seed(config.seed, NEW_SEED_OFFSET) if args.seed is None else args.seed
     num_envs = args.num_envs or min(args.episodes, MAX_DEFAULT_ENVS)
     per_env = math.ceil(args.episodes / num_envs)
 
@@ -131,12 +132,12 @@ def evaluate(args, say=print) -> dict:
     if args.opponent is not None:
         opp_source, opp_checkpoint = read_checkpoint(args.opponent, say)
         check_opponent_fits(env, opp_checkpoint, opp_source)
-        opponent = TrainedPolicy(opp_checkpoint, env, opp_source, args.deterministic, seed + 1)
+        opponent = TrainedPolicy(opp_checkpoint, env, opp_source, args.deterministic, derived_seed(seed, 1))
         groups = opponent_groups(main, opponent, args.opponent_groups)
         players = [(main, [g for g in main.trained if g not in groups]), (opponent, groups)]
         opponent_info = {"path": str(opp_source), "groups": groups, "iteration": opponent.iteration,
                          "algo": opponent.algorithm}
-    lineup = Lineup(env, players, seed + 2)
+    lineup = Lineup(env, players, derived_seed(seed, 2))
     mode = "deterministic (argmax)" if args.deterministic else "sampled"
     say(f"gpurl eval: {source} (iteration {main.iteration}, {config.algo} on {config.env}, trained {main.trained})")
     if opponent_info:
@@ -147,7 +148,7 @@ def evaluate(args, say=print) -> dict:
     trained = {k: summarize(v) for k, v in play_episodes(env, lineup, per_env).items()}
     random = None
     if args.random:
-        random = {k: summarize(v) for k, v in play_episodes(env_of(num_envs), RandomPolicy(env, seed + 3),
+        random = {k: summarize(v) for k, v in play_episodes(env_of(num_envs), RandomPolicy(env, derived_seed(seed, 3)),
                                                                per_env).items()}
     report(trained, random, say)
     result = {"command": "eval", "path": str(source), "env": config.env, "env_params": config.env_params,

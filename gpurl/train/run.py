@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from ..algos.flat_adam import annealed_lr
+from ..envs.checks import derived_seed
 from .checkpoint import CHECKPOINT_FILE, CheckpointError, atomic_write_bytes, check_matches, save_checkpoint
 from .config import AUTO_RESUME, TrainConfig, checkpoint_seconds
 from .iteration_records import IterationRecords
@@ -225,8 +226,9 @@ class TrainingRun:
             extras["baseline"] = {}
             if cfg.eval_episodes:
                 say(f"measuring a random policy over >= {cfg.eval_episodes} episodes "
-                    f"(same config, seed {cfg.seed + 1})")
-                extras["baseline"] = trainer.evaluate(random=True, min_episodes=cfg.eval_episodes, seed=cfg.seed + 1)
+                    f"(same config, seed {derived_seed(cfg.seed, 1)})")
+                extras["baseline"] = trainer.evaluate(random=True, min_episodes=cfg.eval_episodes,
+                                                      seed=derived_seed(cfg.seed, 1))
         self.baseline = extras["baseline"]
 
         if self.main:
@@ -320,8 +322,9 @@ class TrainingRun:
                          device=trainer.device)))
         final = {}
         if cfg.eval_episodes:
-            say(f"measuring the trained policy over >= {cfg.eval_episodes} episodes (seed {cfg.seed + 2})")
-            final = trainer.evaluate(random=False, min_episodes=cfg.eval_episodes, seed=cfg.seed + 2)
+            say(f"measuring the trained policy over >= {cfg.eval_episodes} episodes "
+                f"(seed {derived_seed(cfg.seed, 2)})")
+            final = trainer.evaluate(random=False, min_episodes=cfg.eval_episodes, seed=derived_seed(cfg.seed, 2))
         if not self.main:
             return None
         ranks = f" x {placement.world_size} ranks" if placement.world_size > 1 else ""
@@ -354,7 +357,7 @@ def _render_final(trainer, log_dir: Path, cfg: TrainConfig, say) -> Path:
     """One episode of the trained policies (seed + 3, env 0) as log_dir/final_episode.gif."""
     from ..render import save_animation
 
-    env, frames = trainer.record_episode(seed=cfg.seed + 3)
+    env, frames = trainer.record_episode(seed=derived_seed(cfg.seed, 3))
     path = save_animation(env, frames, log_dir / "final_episode.gif",
                           title=f"{cfg.preset or cfg.env}, trained ({trainer.iteration} iterations)")
     say(f"final episode ({len(frames) - 1} steps) drawn into {path}")

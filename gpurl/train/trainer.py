@@ -23,6 +23,7 @@ import torch
 
 from ..algos import ALGORITHMS, EnvSpec, LearnContext
 from ..envs import make, resolve_device
+from ..envs.checks import derived_seed
 from ..fusion.counter_rng import seed_tensor
 from ..fusion.graph import GraphCaptureFailed, GraphedCall, GraphedRollout
 from ..multigpu.placement import Placement
@@ -87,7 +88,8 @@ class Trainer:
         # Two streams: the minibatch shuffle is drawn for the global rollout and must be identical on
         # every rank; random acting samples this rank's envs only.
         self.generator = torch.Generator(self.device).manual_seed(cfg.seed)
-        self.sample_generator = torch.Generator(self.device).manual_seed(cfg.seed + 1_000_003 * (1 + placement.rank))
+        self.sample_generator = torch.Generator(self.device).manual_seed(
+            derived_seed(cfg.seed, 1_000_003 * (1 + placement.rank)))
         self.stats = EpisodeStats(self.shard.size, {n: g.agents for n, g in groups.items()},
                                   sorted(self.env.step_metrics()), self.device, self._bookkeeping_backend())
         self.timer = PhaseTimer(self.device)
@@ -257,7 +259,7 @@ class Trainer:
         stats = EpisodeStats(self.shard.size, self.stats.groups, self.stats.metric_names, self.device,
                              self._bookkeeping_backend())
         stepper = EnvFragment(env, stats)
-        generator = torch.Generator(self.device).manual_seed(seed + 1_000_003 * self.placement.rank)
+        generator = torch.Generator(self.device).manual_seed(derived_seed(seed, 1_000_003 * self.placement.rank))
         step_counter = torch.zeros(1, dtype=torch.int64, device=self.device)
         policy_seed = seed_tensor(seed, self.device)
         s.start(env.reset(), env.global_state)
