@@ -109,8 +109,8 @@ class PPO(Algorithm):
         if self.central_critic:
             critics = list(self.critics.values())
             norms = [None if self.value_norms is None else self.value_norms[k] for k in trained]
-            compiled = central_values if cfg.policy_backend == "eager" else central_values_compiled
-            critic_pass = (central_values, compiled, (critics, norms))
+            standalone = central_values if cfg.policy_backend == "eager" else central_values_compiled
+            critic_pass = (central_values, standalone, (critics, norms))
         self.actor = PPOActor(groups, self.acting, self.recurrent, critic_pass)
         self.learner = PPOLearner(cfg, groups, self.nets, self.trainable, self.flat, self.optimizer,
                                   self.learning_backend, seed_key, self.critics, self.value_norms)

@@ -90,7 +90,7 @@ class StepInputChecks:
         if self._discrete and not self._inside_smallest_bound(actions):
             bad = (actions < 0) | (actions >= self._action_high)
             if bool(bad.any()):  # host-ok: validate=True is the documented opt-in check
-                e, i, d = (int(v) for v in bad.nonzero()[0])
+                e, i, d = (int(v) for v in bad.nonzero()[0])  # host-ok: only to name the bad action, then raise
                 raise ValueError(f"actions[{e}, {i}, {d}] = {int(actions[e, i, d])} is out of range "
                                  f"[0, {int(self._action_high[i, d])}) for agent {i}")
         self.check_actions(actions)

@@ -142,7 +142,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     content, digest = envelope.get("content"), envelope.get("sha256")
     if not isinstance(content, torch.Tensor) or content.dtype != torch.uint8 or not isinstance(digest, str):
         raise CheckpointError(f"checkpoint {path} is not a gpurl checkpoint: no content and hash in its envelope")
-    data = content.numpy().tobytes()
+    data = content.numpy().tobytes()  # host-ok: a checkpoint read from disk, CPU bytes
     if hashlib.sha256(data).hexdigest() != digest:
         raise CheckpointError(f"checkpoint {path} fails its content hash (sha256 {hashlib.sha256(data).hexdigest()}, "
                               f"{digest} when written): the file is corrupt")

@@ -435,7 +435,7 @@ class Trainer:
 def _to_cpu(value):
     """``value`` with every tensor (in nested dicts and lists) copied to the CPU."""
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
+        return value.detach().cpu()  # host-ok: checkpoint state, written between iterations
     if isinstance(value, dict):
         return {k: _to_cpu(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

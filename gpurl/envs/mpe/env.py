@@ -124,7 +124,7 @@ class ParticleEnv(KernelEnv):
 
     def check_actions(self, actions: torch.Tensor) -> None:
         if not self._discrete and bool(actions.isnan().any()):  # host-ok: validate=True opt-in check
-            e, i, d = (int(v) for v in actions.isnan().nonzero()[0])
+            e, i, d = (int(v) for v in actions.isnan().nonzero()[0])  # host-ok: names the NaN, then raises
             raise ValueError(f"actions[{e}, {i}, {d}] is NaN: Box actions are clipped into [0, 1], "
                              "NaN cannot be (mpe2 raises on it too)")
 
