@@ -14,6 +14,7 @@ from gpurl.algos.ppo_loss import policy_terms, value_terms
 from gpurl.algos.ppo_objective import PPOObjective, pick
 from gpurl.train import Trainer
 
+from gpurl.train.config import TrainConfig
 from test_train_ppo import run_iterations, tiny_config
 
 pytestmark = pytest.mark.cpu
@@ -121,8 +122,10 @@ def test_compiled_acting_makes_the_critics_pass_in_its_call_and_writes_the_eager
 
 
 def test_mappo_needs_its_options_and_trains_with_every_one():
-    with pytest.raises(ValueError, match="value_norm .* needs algo 'mappo'"):
+    with pytest.raises(ValueError, match="value_norm=True is not read by algo 'ppo' .read by: mappo."):
         tiny_config(value_norm=True)
+    with pytest.raises(ValueError, match="value_norm .* needs algo 'mappo'"):
+        TrainConfig(value_norm=True, iters=1).validated()  # the config itself, not given as values
     # Only an algorithm that reads the global state has the env write it (and the storage keep it).
     ppo = Trainer(tiny_config())
     assert ppo.env.global_state is None and ppo.storage.state_dim == 0

@@ -19,6 +19,7 @@ from dist_helpers import VALUE_ARGS
 from gpurl.train import Trainer
 from gpurl.train.checkpoint import load_checkpoint
 from gpurl.train.cli import config_from_args
+from gpurl.train.config import TrainConfig
 from gpurl.train.replay import rollout_transitions
 from gpurl.train.run import train
 
@@ -87,7 +88,9 @@ def test_checkpoint_holds_the_buffer_or_its_position(tmp_path, contents):
 def test_a_recurrent_policy_is_refused_with_the_config(capsys):
     with pytest.raises(SystemExit):
         config_from_args([*VALUE_ARGS, "--iters", "1", "--algo", "iql", "--recurrent", "gru"])
-    assert "iql has no recurrent policies: recurrent must be 'none', got 'gru'" in capsys.readouterr().err
+    assert "recurrent='gru' is not read by algo 'iql' (read by: a2c, mappo, ppo)" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="iql has no recurrent policies: recurrent must be 'none', got 'gru'"):
+        TrainConfig(algo="iql", recurrent="gru", iters=1).validated()  # the config itself, not given as flags
 
 
 @pytest.mark.parametrize("algo", ["iql", "qmix"])

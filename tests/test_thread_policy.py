@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpurl.train.threads import ENV_VAR, pool_sizes, read_policy
+from gpurl.train.threads import ENV_VAR, max_threads, pool_sizes, read_policy
 
 pytestmark = pytest.mark.cpu
 
@@ -103,9 +103,11 @@ def test_an_adaptive_pool_takes_few_sizes():  # each size compiles its own graph
     assert pool_sizes(2) == [2, 1] and pool_sizes(1) == [1] and pool_sizes(16) == [16, 8, 1]
 
 
-@pytest.mark.parametrize("value", ["0", "many", "-2", "1.5"])
+@pytest.mark.parametrize("value", ["0", "many", "-2", "1.5", "100000"])
 def test_a_bad_value_is_refused_naming_the_variable(value, monkeypatch, capsys):
-    with pytest.raises(ValueError, match=f"{ENV_VAR} must be 'auto', 'off' or a number of threads >= 1, got '{value}'"):
+    # 100000 threads passed as a number and crashed OpenMP (SIGSEGV): counts are bounded by the machine's CPUs.
+    with pytest.raises(ValueError, match=f"{ENV_VAR} must be 'auto', 'off' or a number of threads in 1..{max_threads()} "
+                                         f"\\(this machine's CPUs\\), got '{value}'"):
         read_policy(environ={ENV_VAR: value})
     from gpurl.train.cli import config_from_args
 
@@ -114,3 +116,15 @@ def test_a_bad_value_is_refused_naming_the_variable(value, monkeypatch, capsys):
         config_from_args(["--preset", "tag-small"])
     assert exit_info.value.code == 2
     assert f"{ENV_VAR} must be" in capsys.readouterr().err
+
+
+def test_torch_threads_beyond_the_machines_cpus_is_a_usage_error(monkeypatch, capsys):
+    from gpurl.train.cli import config_from_args
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    too_many = max_threads() + 1
+    with pytest.raises(SystemExit) as exit_info:
+        config_from_args(["--preset", "tag-small", "--torch-threads", str(too_many)])
+    assert exit_info.value.code == 2
+    assert f"--torch-threads {too_many}: this machine has {max_threads()} CPUs" in capsys.readouterr().err
+    assert read_policy(max_threads(), environ={}).threads == max_threads()  # the bound itself is allowed

@@ -82,8 +82,13 @@ def test_total_steps_derive_iters_by_ceiling(total_steps, iters):
 
 
 def test_a2c_is_one_unclipped_epoch():
-    c = build_config(iters=1, algo="a2c", epochs=4, minibatches=8, clip_coef=0.3)
+    c = build_config(iters=1, algo="a2c")
     assert (c.epochs, c.minibatches, c.clip_coef, c.clip_vloss) == (1, 1, 0.0, False)
+    # values A2C would not use are refused, not silently replaced (issue 40); its own are accepted
+    with pytest.raises(ValueError, match="epochs=4 is not read by algo 'a2c' .read by: mappo, ppo.; minibatches=8 .*; "
+                                         "clip_coef=0.3 is not read"):
+        build_config(iters=1, algo="a2c", epochs=4, minibatches=8, clip_coef=0.3)
+    assert build_config(iters=1, algo="a2c", epochs=1, minibatches=1, clip_coef=0.0).epochs == 1
     ppo = build_config(iters=1, algo="ppo", epochs=4, minibatches=8, clip_coef=0.3)
     assert (ppo.epochs, ppo.minibatches, ppo.clip_coef) == (4, 8, 0.3)
 

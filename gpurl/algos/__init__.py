@@ -3,7 +3,7 @@ its checkpoint state (:mod:`gpurl.algos.base`); the trainer and the distribution
 
 ``ALGORITHMS`` maps ``--algo`` names to classes; :func:`register_algorithm` adds one.
 """
-from .base import ActorFragment, Algorithm, EnvSpec, Field, LearnContext, LearnerFragment
+from .base import ALGORITHM_SPECIFIC_FIELDS, ActorFragment, Algorithm, EnvSpec, Field, LearnContext, LearnerFragment
 from .ppo import A2C, MAPPO, PPO
 from .q_learning import IQL, QMIX, VDN
 
@@ -23,5 +23,5 @@ def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
 for _cls in (PPO, A2C, MAPPO, IQL, VDN, QMIX):
     register_algorithm(_cls)
 
-__all__ = ["ALGORITHMS", "A2C", "ActorFragment", "Algorithm", "EnvSpec", "Field", "IQL", "LearnContext",
+__all__ = ["ALGORITHMS", "ALGORITHM_SPECIFIC_FIELDS", "A2C", "ActorFragment", "Algorithm", "EnvSpec", "Field", "IQL", "LearnContext",
            "LearnerFragment", "MAPPO", "PPO", "QMIX", "VDN", "register_algorithm"]

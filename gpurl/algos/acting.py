@@ -21,6 +21,7 @@ import os
 
 import torch
 
+from ..envs.params import ParameterError
 from ..fusion.actor import actor_step_triton
 from ..fusion.gru_actor import MAX_HP, gru_actor_step_triton, gru_kernel_fits
 from ..fusion.packing import PackedPolicy, PackedRecurrentPolicy
@@ -42,11 +43,11 @@ def resolve_acting_backend(backend: str, policy: ActorCritic, device: torch.devi
         return "triton" if device.type == "cuda" and fits else "compiled"
     if backend == "triton":
         if not categorical:
-            raise ValueError("policy_backend='triton' needs categorical heads (Discrete/MultiDiscrete actions)")
+            raise ParameterError("policy_backend='triton' needs categorical heads (Discrete/MultiDiscrete actions)")
         if not fits:
-            raise ValueError(f"policy_backend='triton' takes recurrent policies up to {MAX_HP} units wide")
+            raise ParameterError(f"policy_backend='triton' takes recurrent policies up to {MAX_HP} units wide")
         if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-            raise ValueError("policy_backend='triton' runs on CUDA, or on the CPU only under TRITON_INTERPRET=1 "
+            raise ParameterError("policy_backend='triton' runs on CUDA, or on the CPU only under TRITON_INTERPRET=1 "
                              "(Triton's interpreter)")
     return backend
 

@@ -126,6 +126,15 @@ class LearnerFragment(Protocol):
     def run(self, storage, ctx: LearnContext) -> torch.Tensor: ...
 
 
+#: Config fields that only some algorithms read (every algorithm reads the others): each algorithm names the
+#: ones it reads in ``Algorithm.config_fields``, and a value given for one it does not read is refused
+#: (gpurl.train.config.check_algorithm_fields) rather than silently ignored.
+ALGORITHM_SPECIFIC_FIELDS = frozenset({
+    "epochs", "minibatches", "clip_coef", "clip_vloss", "vf_coef", "ent_coef", "gae_lambda", "norm_adv", "norm_obs",
+    "recurrent", "critic_agent_id", "value_norm", "replay_capacity", "replay_in_checkpoint", "q_batch", "q_updates",
+    "target_tau", "target_period", "eps_start", "eps_end", "eps_decay_frac"})
+
+
 class Algorithm(ABC):
     """Base of every algorithm plug-in (see the module docstring).
 
@@ -139,6 +148,8 @@ class Algorithm(ABC):
     name: ClassVar[str]
     #: one statistic per column of what the learner returns (NaN/Inf in any stops the run)
     stat_names: ClassVar[tuple[str, ...]]
+    #: the fields of ALGORITHM_SPECIFIC_FIELDS this algorithm reads
+    config_fields: ClassVar[frozenset[str]] = frozenset()
     #: the rollout storage keeps the env's global state (``global_state``, ``final_global_state``)
     reads_global_state: ClassVar[bool] = False
     #: off-policy: the trainer keeps a replay buffer of ``config.replay_capacity`` steps on every learner rank,

@@ -22,6 +22,13 @@ def mlp(in_dim: int, widths: Sequence[int], out_dim: int, activation: str, out_g
     return nn.Sequential(*layers)
 
 
+def mlp_parameters(in_dim: int, widths: Sequence[int], out_dim: int) -> int:
+    """Weights and biases of :func:`mlp` ``(in_dim, widths, out_dim)``, counted without building it (exact
+    Python ints: a size check before allocating)."""
+    dims = [in_dim, *widths, out_dim]
+    return sum((a + 1) * b for a, b in zip(dims[:-1], dims[1:]))
+
+
 def orthogonal_linear(in_features: int, out_features: int, gain: float, generator: torch.Generator | None) -> nn.Linear:
     # skip_init: nn.Linear's own (Kaiming) init would draw from the global RNG, only to be overwritten.
     layer = nn.utils.skip_init(nn.Linear, in_features, out_features)
@@ -30,4 +37,4 @@ def orthogonal_linear(in_features: int, out_features: int, gain: float, generato
     return layer
 
 
-__all__ = ["mlp", "orthogonal_linear"]
+__all__ = ["mlp", "mlp_parameters", "orthogonal_linear"]

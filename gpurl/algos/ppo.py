@@ -66,6 +66,8 @@ class PPO(Algorithm):
 
     name = "ppo"
     stat_names = STAT_NAMES
+    config_fields = frozenset({"epochs", "minibatches", "clip_coef", "clip_vloss", "vf_coef", "ent_coef", "gae_lambda",
+                               "norm_adv", "norm_obs", "recurrent"})
     graph_safe_update = True
     #: MAPPO: critics on the global state instead of each policy's own
     central_critic = False
@@ -149,6 +151,7 @@ class A2C(PPO):
     """Advantage actor-critic: PPO's loss with one epoch, one minibatch and no clipping."""
 
     name = "a2c"
+    config_fields = PPO.config_fields - {"epochs", "minibatches", "clip_coef", "clip_vloss"}  # fixed by adjust_config
 
     @classmethod
     def adjust_config(cls, config):
@@ -161,6 +164,7 @@ class MAPPO(PPO):
     when ``critic_agent_id``), values optionally normalised (``value_norm``); the actors are PPO's."""
 
     name = "mappo"
+    config_fields = PPO.config_fields | {"critic_agent_id", "value_norm"}
     central_critic = True
     reads_global_state = True
 

@@ -15,6 +15,7 @@ import os
 import torch
 from torch import nn
 
+from ..envs.params import ParameterError
 from ..fusion.q_actor import pack_q_network, q_actor_step_triton
 from .acting import ACTING_BACKENDS, as_input, global_agent_ids
 from .base import EnvSpec
@@ -29,7 +30,7 @@ def resolve_q_acting_backend(backend: str, device: torch.device) -> str:
     if backend == "auto":
         return "triton" if device.type == "cuda" else "compiled"
     if backend == "triton" and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise ValueError("policy_backend='triton' runs on CUDA, or on the CPU only under TRITON_INTERPRET=1 "
+        raise ParameterError("policy_backend='triton' runs on CUDA, or on the CPU only under TRITON_INTERPRET=1 "
                          "(Triton's interpreter)")
     return backend
 

@@ -142,6 +142,8 @@ class IQL(Algorithm):
 
     name = "iql"
     stat_names = STAT_NAMES
+    config_fields = frozenset({"replay_capacity", "replay_in_checkpoint", "q_batch", "q_updates", "target_tau",
+                               "target_period", "eps_start", "eps_end", "eps_decay_frac"})
     uses_replay = True
     supports_recurrent = False
     kind = "iql"

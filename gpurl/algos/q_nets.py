@@ -14,6 +14,7 @@ import gymnasium
 import torch
 from torch import nn
 
+from ..envs.params import ParameterError
 from ..fusion.counter_rng import uniform_ref
 from ..fusion.q_actor import EXPLORE_HEAD, RANDOM_ACTION_HEAD
 from .layers import mlp
@@ -39,7 +40,7 @@ class QNetwork(nn.Module):
                  generator: torch.Generator | None = None):
         super().__init__()
         if not isinstance(space, gymnasium.spaces.Discrete):
-            raise ValueError(f"value-based algorithms (iql, vdn, qmix) act in Discrete spaces, got {space!r}")
+            raise ParameterError(f"value-based algorithms (iql, vdn, qmix) act in Discrete spaces, got {space!r}")
         self.num_actions = int(space.n)
         self.net = mlp(in_dim, widths, self.num_actions, activation, 1.0, generator)
         # The RNG's head indices on the network's device: no host copy while a CUDA graph captures acting.

@@ -37,7 +37,12 @@ MAX_EPISODE_LENGTH = 2**31 - 2
 
 class ParameterError(ValueError):
     """A parameter or config value of the wrong type, outside its declared range, or breaking a rule
-    between fields: a usage error (``gpurl train`` reports it as one, without a traceback)."""
+    between fields, or naming what does not exist (an env, a device, a group): a usage error (``gpurl train``
+    reports it as one line, exit status 2, without a traceback)."""
+
+
+class UnknownParameterError(ParameterError, TypeError):
+    """An env parameter the env does not have (a TypeError, as an unknown keyword argument is)."""
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,7 @@ def checked_params(cls, env_name: str, kwargs: dict):
     valid = [f.name for f in fields(cls)]
     for key in kwargs:
         if key not in valid:
-            raise TypeError(f"{env_name} got an unknown parameter {key!r}; valid parameters: {valid}")
+            raise UnknownParameterError(f"{env_name} got an unknown parameter {key!r}; valid parameters: {valid}")
     params = cls(**kwargs)
     check_fields(params, env_name, float32=True)
     check_rules(params, env_name)

@@ -12,6 +12,8 @@ from typing import Callable
 
 import torch
 
+from .params import ParameterError
+
 _FACTORIES: dict[str, Callable] = {}
 
 
@@ -58,7 +60,7 @@ def make(name: str, num_envs: int = 1024, device: str | torch.device | None = No
          autoreset: bool = True, **env_params):
     """Build ``num_envs`` copies of env ``name`` on ``device`` (None: CUDA when usable, else CPU)."""
     if name not in _FACTORIES:
-        raise ValueError(f"unknown env {name!r}; registered envs: {registered()} (an env of your own is "
+        raise ParameterError(f"unknown env {name!r}; registered envs: {registered()} (an env of your own is "
                          f"registered by importing its module, e.g. bench/tag_ppo.py --env-module PATH.py)")
     return _FACTORIES[name](num_envs=num_envs, device=resolve_device(device), seed=seed,
                             autoreset=autoreset, **env_params)
@@ -104,21 +106,28 @@ def import_env_module(spec: str):
                           f"a file is given by its path, e.g. examples/custom_env.py)") from err
 
 
+def parse_device(device: str | torch.device) -> torch.device:
+    """``device`` as a torch.device when it names one gpurl runs on ('cpu', 'cuda', 'cuda:N'), whether or not
+    this machine has it; ParameterError otherwise."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ParameterError(f"device must be 'cpu', 'cuda', 'cuda:N' or None, got {device!r}") from err
+    if dev.type not in ("cpu", "cuda"):
+        raise ParameterError(f"device must be 'cpu', 'cuda', 'cuda:N' or None, got {device!r}")
+    return dev
+
+
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """Validate ``device``; None picks "cuda" when a CUDA device is usable, else "cpu" (said on stderr)."""
     if device is None:
         chosen = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         print(f"gpurl: device=None -> using {chosen}", file=sys.stderr)
         return chosen
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or None, got {device!r}") from err
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or None, got {device!r}")
+    dev = parse_device(device)
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"device={device!r} requested but no CUDA device is usable here; use 'cpu'")
+            raise ParameterError(f"device={device!r} requested but no CUDA device is usable here; use 'cpu'")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) exist")
+            raise ParameterError(f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) exist")
     return dev

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from ..envs.params import ParameterError
 from ..profiling import nvtx_range
 from .placement import EnvShard, LocalComm, Placement
 
@@ -59,7 +60,7 @@ class _MultiRank(Placement):
     def env_shard(self, num_envs: int) -> EnvShard:
         world, rank = self.world_size, self.rank
         if num_envs % world:
-            raise ValueError(f"num_envs={num_envs} (global) must be a multiple of the world size {world}")
+            raise ParameterError(f"num_envs={num_envs} (global) must be a multiple of the world size {world}")
         per = num_envs // world
         return EnvShard(rank * per, (rank + 1) * per, num_envs)
 

@@ -33,6 +33,9 @@ FORMAT_PREFIX = "gpurl-checkpoint-v"
 # storage's slot-0 buffers a rollout continues from (global state, recurrent states); v6: the envelope with
 # the content's sha256
 FORMAT = f"{FORMAT_PREFIX}6"
+#: How every file torch.save writes begins (a zip archive's local file header): a file that does not was
+#: never a gpurl checkpoint, whatever else is wrong with it.
+ZIP_MAGIC = b"PK\x03\x04"
 #: The checkpoint a run writes into its log dir, and the one before it.
 CHECKPOINT_FILE, PREVIOUS_CHECKPOINT_FILE = "checkpoint.pt", "checkpoint.prev.pt"
 REQUIRED = ("format", "config", "iteration", "env_steps", "algorithm", "algo_state", "generator", "sample_generator",
@@ -113,13 +116,50 @@ def _keep_as_previous(path: Path) -> None:
 
 
 def _read(path: Path, source) -> object:
-    """``torch.load`` of ``source`` (weights only) with the errors that name ``path``."""
+    """``torch.load`` of ``source`` (weights only) with the errors that name ``path``.
+
+    A file that does not begin as a zip archive was never a gpurl checkpoint (random bytes, another
+    format): whatever torch's unpickler says about it, it is named as such. One that does begin so but
+    does not load is a gpurl checkpoint cut short or spoiled. torch's own message for a refused object
+    advises retrying with ``weights_only=False``, which would run code from an untrusted file: only the
+    unpickler's reason is kept.
+    """
     try:
         return torch.load(source, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as err:
-        raise CheckpointError(f"checkpoint {path} is truncated or corrupt and cannot be read ({err})") from err
-    except Exception as err:  # weights_only refuses objects it would have to execute code to build
-        raise CheckpointError(f"checkpoint {path} is not a gpurl checkpoint ({type(err).__name__}: {err})") from err
+    except Exception as err:
+        head = _head(source)
+        reason = _reason(err)
+        if head is not None and not ZIP_MAGIC.startswith(head[:len(ZIP_MAGIC)]):
+            raise CheckpointError(f"checkpoint {path} is not a gpurl checkpoint (a corrupt file, or one of another "
+                                  f"format): gpurl checkpoints are zip archives and this file begins {head!r}"
+                                  ) from err
+        if head is not None and len(head) < len(ZIP_MAGIC):  # empty, or cut inside the zip header
+            raise CheckpointError(f"checkpoint {path} is truncated or corrupt and cannot be read (the file holds "
+                                  f"{len(head)} bytes)") from err
+        if isinstance(err, (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError)):
+            raise CheckpointError(f"checkpoint {path} is truncated or corrupt and cannot be read ({reason})") from err
+        raise CheckpointError(f"checkpoint {path} is not a gpurl checkpoint (a corrupt file, or one of another "
+                              f"format): {reason}") from err
+
+
+def _head(source) -> bytes | None:
+    """The first bytes of a file path or an in-memory buffer; None when they cannot be read."""
+    try:
+        if isinstance(source, io.BytesIO):
+            return bytes(source.getbuffer()[:8])
+        with open(source, "rb") as f:
+            return f.read(8)
+    except OSError:
+        return None
+
+
+def _reason(err: BaseException) -> str:
+    """Why torch.load failed, in its first sentence: without torch's advice that follows it (load with
+    ``weights_only=False``, or allow-list the file's classes), which is unsafe for a file of unknown origin."""
+    if "weights_only" in str(err) and err.__context__ is not None:
+        err = err.__context__  # the weights-only unpickler's own error, which torch wraps in that advice
+    lines = [line.strip() for line in str(err).splitlines() if line.strip() and "weights_only" not in line]
+    return f"{type(err).__name__}: {lines[0].split('. ')[0].rstrip('.')}" if lines else type(err).__name__
 
 
 def _check_format(path: Path, loaded) -> None:

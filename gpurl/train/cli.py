@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from dataclasses import MISSING, fields
+from pathlib import Path
 
 import torch
 
@@ -45,6 +46,14 @@ def _tuple_of(kind):
 
 def _optional_str(text: str):
     return None if text.lower() in ("none", "") else text
+
+
+def _resume(text: str) -> str:
+    """``--resume``: a checkpoint, a run dir or ``auto``; an empty value is a mistake (it used to start afresh)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"takes a checkpoint file, a run dir holding one, or '{AUTO_RESUME}'; "
+                                         f"got {text!r}")
+    return text
 
 
 def _env_param(text: str) -> tuple[str, object]:
@@ -79,6 +88,8 @@ def build_parser(description: str = DESCRIPTION, prog: str | None = None) -> arg
                                 type=_tuple_of(str), metavar="MODULE_OR_PATH", **kw)
         elif f.name == "preset":
             parser.add_argument(flag, choices=sorted(PRESETS), **kw)
+        elif f.name == "resume":
+            parser.add_argument(flag, type=_resume, metavar="CHECKPOINT|DIR|auto", **kw)
         elif f.type in ("bool", "bool | None"):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
         elif f.type == "tuple":
@@ -157,10 +168,8 @@ def _config(parser: argparse.ArgumentParser, explicit: dict, context: str = "") 
         if explicit.get("resume") == AUTO_RESUME:
             cfg = _auto_resume_config(explicit)
         elif explicit.get("resume"):
-            from .checkpoint import load_checkpoint
-
-            checkpoint = load_checkpoint(explicit["resume"])
-            cfg = resume_config(checkpoint, explicit)
+            path, checkpoint = _resume_checkpoint(explicit["resume"])
+            cfg = resume_config(checkpoint, {**explicit, "resume": str(path)})
             check_work_left(checkpoint, cfg)  # a usage error, before any process starts or file is written
         else:
             cfg = _fresh_config(explicit)
@@ -171,6 +180,20 @@ def _config(parser: argparse.ArgumentParser, explicit: dict, context: str = "") 
     except ValueError as err:
         parser.error(context + str(err))
         raise  # unreachable: parser.error exits
+
+
+def _resume_checkpoint(resume: str):
+    """``(path, checkpoint)`` that ``--resume`` names: the file itself, or in a run dir its newest checkpoint that
+    loads (checkpoint.pt, else checkpoint.prev.pt, as ``--resume auto`` picks)."""
+    from .checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
+
+    if not Path(resume).is_dir():
+        return Path(resume), load_checkpoint(resume)
+    found = latest_checkpoint(resume, say=lambda m: print(m, file=sys.stderr))
+    if found is None:
+        raise CheckpointError(f"--resume {resume}: the directory holds no checkpoint (checkpoint.pt or "
+                              "checkpoint.prev.pt)")
+    return found
 
 
 def _fresh_config(explicit: dict) -> TrainConfig:

@@ -8,19 +8,26 @@ import dataclasses
 import math
 from dataclasses import dataclass, field, fields
 
-from ..algos import ALGORITHMS
+from ..algos import ALGORITHM_SPECIFIC_FIELDS, ALGORITHMS
 from ..algos.acting import ACTING_BACKENDS
 from ..algos.ppo import LEARNING_BACKENDS, RECURRENT_CHOICES
 from ..envs.params import RANGE, check_fields, span
-from ..envs.registry import import_env_module
+from ..envs.registry import import_env_module, parse_device
 from ..envs.tag_continuous.params import TAG_5V1000, TAG_10V100
 from ..envs.tag_gridworld.params import TAG_GRID_4
 from ..multigpu.process_group import DIST_CHOICES
+from .evaluation import MAX_EVAL_EPISODES
 from .loggers import WANDB_MODES
 
 
 #: Largest num_envs: the CUDA build launches one block per env, and a grid holds at most 2**31 - 1.
 MAX_NUM_ENVS = 2**31 - 1
+#: Arguments of ``gpurl.make`` the trainer sets for every env it makes, so not env params: a flag of their own
+#: (``--num-envs``, ``--device``, ``--seed``) or the trainer's choice (the env writes its global state when the
+#: algorithm reads it; training envs reset themselves, skip validation and take their rank's env ids).
+TRAINER_OWNED_ENV_ARGS = {"num_envs": "--num-envs", "device": "--device", "seed": "--seed",
+                          "global_state": "the algorithm (mappo and qmix read it)", "autoreset": "the trainer",
+                          "validate": "the trainer", "env_id_offset": "the trainer (each rank's share of the envs)"}
 #: ``resume`` value that continues from the newest good checkpoint in log_dir, if any (gpurl.train.cli)
 AUTO_RESUME = "auto"
 #: Units of a ``checkpoint_every`` given as a time, in seconds.
@@ -133,7 +140,8 @@ class TrainConfig:
     train_groups: tuple = _doc("groups that learn (CLI: tagger,runner); empty = all; others act randomly",
                                default=())
     eval_episodes: int = _doc("episodes measured of a random policy before training and of the trained one "
-                              "after it (same config, own seeds); 0 skips both", default=256, ge=0)
+                              "after it (same config, own seeds); 0 skips both", default=256, ge=0,
+                               le=MAX_EVAL_EPISODES)
     log_dir: str | None = _doc("where logs, checkpoints and the curve go; None = runs/<preset or env>-seed<seed>-<run id>",
                                default=None)
     fresh_log_dir: bool = _doc("when log_dir holds another run's files, write this run into <log_dir>-<run id> "
@@ -178,6 +186,10 @@ class TrainConfig:
         c = dataclasses.replace(self, env_params=dict(self.env_params), hidden=tuple(self.hidden),
                                 train_groups=tuple(self.train_groups), nsys_iters=tuple(self.nsys_iters),
                                 env_modules=modules)
+        clashes = [k for k in c.env_params if k in TRAINER_OWNED_ENV_ARGS]
+        if clashes:
+            raise ValueError("; ".join(f"env_params {k!r} is set by {TRAINER_OWNED_ENV_ARGS[k]} for every env the trainer "
+                                       "makes" for k in clashes) + ": leave it out of --env-param")
         if c.algo not in ALGORITHMS:
             raise ValueError(f"algo must be one of {sorted(ALGORITHMS)}, got {c.algo!r}")
         c = ALGORITHMS[c.algo].adjust_config(c)
@@ -196,12 +208,17 @@ class TrainConfig:
             raise ValueError(f"nsys_iters must be two iterations first < last (e.g. 2,4), got {c.nsys_iters!r}")
         if c.value_norm and c.algo != "mappo":
             raise ValueError(f"value_norm normalises a central critic's values: it needs algo 'mappo', got {c.algo!r}")
+        if c.minibatches > c.num_envs * c.rollout_len:  # also keeps the learner's sizes within int64
+            raise ValueError(f"minibatches ({c.minibatches}) must be <= the samples of a one-agent group per rollout, "
+                             f"num_envs x rollout_len = {c.num_envs * c.rollout_len}")
         if c.recurrent != "none" and c.num_envs < c.minibatches:
             raise ValueError(f"a recurrent policy's minibatches are drawn over envs: num_envs ({c.num_envs}) must be "
                              f">= minibatches ({c.minibatches})")
         c.checkpoint_every = checkpoint_interval(c.checkpoint_every)
         if c.resume == AUTO_RESUME and not c.log_dir:
             raise ValueError("--resume auto looks for the checkpoints in --log-dir: pass --log-dir")
+        if c.device is not None:
+            parse_device(c.device)  # the name alone: whether this machine has it is the run's to find out
         if c.activation not in ("tanh", "relu"):
             raise ValueError(f"activation must be 'tanh' or 'relu', got {c.activation!r}")
         if c.wandb_mode not in WANDB_MODES:
@@ -282,8 +299,26 @@ PRESETS: dict[str, dict] = {
 }
 
 
+def check_algorithm_fields(algo: str, explicit: dict) -> None:
+    """Refuse a value in ``explicit`` (the values a user gave: flags, keyword arguments) for a field that
+    ``algo`` does not read (``--algo ppo --q-batch 3``; ``--algo a2c --epochs 7``, whose epochs A2C fixes at 1),
+    unless it is the field's default or the value the algorithm implies anyway."""
+    if algo not in ALGORITHMS:
+        return  # validation names the unknown algorithm
+    cls = ALGORITHMS[algo]
+    implied = dataclasses.asdict(cls.adjust_config(TrainConfig(algo=algo)))
+    unread = [k for k, v in explicit.items()
+              if k in ALGORITHM_SPECIFIC_FIELDS and k not in cls.config_fields and v != implied[k]]
+    if unread:
+        readers = {k: sorted(n for n, a in ALGORITHMS.items() if k in a.config_fields) for k in unread}
+        raise ValueError("; ".join(f"{k}={explicit[k]!r} is not read by algo {algo!r} (read by: "
+                                   f"{', '.join(readers[k]) or 'none'})" for k in unread)
+                         + ": leave it out, or pick an algorithm that reads it")
+
+
 def build_config(preset: str | None = None, **explicit) -> TrainConfig:
-    """Field defaults, then the preset's values, then ``explicit`` ones; validated."""
+    """Field defaults, then the preset's values, then ``explicit`` ones; validated. A value in ``explicit`` for
+    a field the algorithm does not read is refused (:func:`check_algorithm_fields`)."""
     values: dict = {}
     if preset is not None:
         if preset not in PRESETS:
@@ -293,4 +328,5 @@ def build_config(preset: str | None = None, **explicit) -> TrainConfig:
             values["iters"] = 0  # an explicit step budget replaces the preset's iteration count
     values.update(explicit)
     values["preset"] = preset
+    check_algorithm_fields(values.get("algo", "ppo"), explicit)
     return TrainConfig.from_dict(values).validated()

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -24,19 +26,24 @@ from ..envs import make, resolve_device
 from ..envs.checks import derived_seed
 from .checkpoint import CheckpointError
 from .config import TrainConfig
-from .evaluation import Lineup, RandomPolicy, play_episodes, summarize
+from .evaluation import MAX_EVAL_EPISODES, Lineup, RandomPolicy, check_eval_episodes, play_episodes, summarize
 from .policy import TrainedPolicy, read_checkpoint
 
 #: Added to the run's seed when none is given: training used seed .. seed + 3 (envs, baseline, final, GIF).
 NEW_SEED_OFFSET = 10_000
 MAX_DEFAULT_ENVS = 256
+#: What --render can write: the formats gpurl.render.save_animation knows (MP4 through ffmpeg).
+RENDER_SUFFIXES = (".gif", ".mp4")
+DEFAULT_RENDER_FILE = "eval_episode.gif"
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("path", metavar="RUN_DIR_OR_CHECKPOINT", help="a gpurl run directory or checkpoint file")
-    p.add_argument("--episodes", type=int, default=100, help="episodes per policy (rounded up to whole rounds of envs)")
+    p.add_argument("--episodes", type=int, default=100,
+                   help=f"episodes per policy (rounded up to whole rounds of envs), at most {MAX_EVAL_EPISODES} "
+                        f"(MAX_EVAL_EPISODES, gpurl/train/evaluation.py)")
     p.add_argument("--num-envs", type=int, default=None,
                    help=f"envs played side by side (default: --episodes, at most {MAX_DEFAULT_ENVS})")
     p.add_argument("--seed", type=int, default=None, help=f"env and policy seed (default: the run's + {NEW_SEED_OFFSET})")
@@ -49,7 +56,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--opponent-groups", default=None, metavar="GROUP[,GROUP]",
                    help="groups the opponent plays (default: the groups it trained and the run did not)")
     p.add_argument("--render", nargs="?", const="", default=None, metavar="GIF",
-                   help="draw one episode into GIF (default path: eval_episode.gif beside the checkpoint)")
+                   help=f"draw one episode into GIF (.gif, or .mp4 with ffmpeg; default path: {DEFAULT_RENDER_FILE} "
+                        f"beside the checkpoint), in a directory that exists and is writable")
     p.add_argument("--no-random", dest="random", action="store_false", help="skip the random-policy episodes")
     return p
 
@@ -106,13 +114,54 @@ def report(trained: dict, random: dict | None, say) -> None:
         say(line)
 
 
-def evaluate(args, say=print) -> dict:
-    if args.episodes < 1:
-        raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+def render_path(asked: str, run_path: str | Path) -> Path:
+    """Where ``--render`` draws: the path asked for, else the default file beside the checkpoint (in the run
+    dir, or beside the checkpoint file given)."""
+    if asked:
+        return Path(asked)
+    run_path = Path(run_path)
+    return (run_path if run_path.is_dir() else run_path.parent) / DEFAULT_RENDER_FILE
+
+
+def check_render_path(asked: str, run_path: str | Path) -> None:
+    """ValueError naming ``--render`` and its value unless the episode can be written there: a .gif (or an
+    .mp4 with ffmpeg) in a directory that exists and is writable. Checked before anything is played, since
+    the drawing comes last; the directory is never created (a mistyped one would be, silently)."""
+    path = render_path(asked, run_path)
+    if not asked and not Path(run_path).exists():
+        return  # the checkpoint read names the missing path; no render error on top of it
+    flag = f"--render {asked}" if asked else f"--render (default path {path})"
+    if path.suffix not in RENDER_SUFFIXES:
+        raise ValueError(f"{flag}: the file must end in {' or '.join(RENDER_SUFFIXES)}")
+    if path.suffix == ".mp4" and shutil.which("ffmpeg") is None:
+        raise ValueError(f"{flag}: writing .mp4 needs ffmpeg on the PATH; give a .gif path instead")
+    if path.is_dir():
+        raise ValueError(f"{flag}: that is a directory; give a file path ending in {' or '.join(RENDER_SUFFIXES)}")
+    parent = path.parent
+    if not parent.exists():
+        raise ValueError(f"{flag}: directory {parent} does not exist and is not created for you; create it "
+                         f"first (mkdir -p {parent}) or give a path in an existing directory")
+    if not parent.is_dir():
+        raise ValueError(f"{flag}: {parent} is not a directory; give a path in an existing directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag}: directory {parent} is not writable; give a path in a directory you can "
+                         f"write to")
+
+
+def check_args(args) -> None:
+    """ValueError, one line naming the flag and its value, for every misuse found without loading anything:
+    run before a checkpoint is read, an env built or an episode played, so a refusal costs nothing."""
+    check_eval_episodes(args.episodes, "--episodes")
     if args.num_envs is not None and args.num_envs < 1:
         raise ValueError(f"--num-envs must be >= 1, got {args.num_envs}")
     if args.opponent_groups is not None and args.opponent is None:
         raise ValueError("--opponent-groups needs --opponent")
+    if args.render is not None:
+        check_render_path(args.render, args.path)
+
+
+def evaluate(args, say=print) -> dict:
+    check_args(args)
     source, checkpoint = read_checkpoint(args.path, say)
     config = TrainConfig.from_dict(checkpoint["config"])
     config.import_env_modules()
@@ -157,15 +206,15 @@ def evaluate(args, say=print) -> dict:
               "episodes": num_envs * per_env, "device": str(device), "opponent": opponent_info,
               "trained": trained, "random": random}
     if args.render is not None:
-        result["episode_gif"] = str(render_episode(args.render, source, config, lineup, env_of, say))
+        path = render_path(args.render, args.path)
+        result["episode_gif"] = str(render_episode(path, config, lineup, env_of, say))
     return result
 
 
-def render_episode(asked: str, source: Path, config: TrainConfig, lineup: Lineup, env_of, say) -> Path:
-    """One episode of env 0 under ``lineup``, drawn into ``asked`` (default: beside the checkpoint)."""
+def render_episode(path: Path, config: TrainConfig, lineup: Lineup, env_of, say) -> Path:
+    """One episode of env 0 under ``lineup``, drawn into ``path`` (checked by :func:`check_render_path`)."""
     from ..render import record_episode, save_animation
 
-    path = Path(asked) if asked else Path(source).parent / "eval_episode.gif"
     env = env_of(1, autoreset=False)
     starts = [None]
     obs = [env.reset()]
@@ -182,7 +231,12 @@ def render_episode(asked: str, source: Path, config: TrainConfig, lineup: Lineup
 
 
 def main(argv: list[str] | None = None, prog: str | None = "gpurl eval") -> dict:
-    args = build_parser(prog).parse_args(argv)
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    try:
+        check_args(args)
+    except ValueError as err:
+        parser.error(str(err))  # exits 2, before anything is loaded, built, played or written
     try:
         with torch.no_grad():
             result = evaluate(args)

@@ -20,6 +20,22 @@ from .metrics import EpisodeStats
 _T975_SMALL = {1: 12.706204736, 2: 4.302652730, 3: 3.182446305, 4: 2.776445105}
 _Z975 = 1.959963984540054
 
+#: Most episodes one evaluation may ask for (``gpurl eval --episodes``, ``gpurl train --eval-episodes``).
+#: Why a million: the 95% interval of a mean over n episodes narrows as 1/sqrt(n), so at a million it is
+#: already 0.2% of one episode's spread (the defaults ask for 100 and 256). It is also the step budget:
+#: a million episodes of the longest preset episode (500 steps) are 5e8 env steps per policy, hours on a
+#: CPU. A larger value is a typo, not a measurement, and would run for days or never end.
+MAX_EVAL_EPISODES = 1_000_000
+
+
+def check_eval_episodes(value: int, flag_name: str, minimum: int = 1) -> int:
+    """``value`` if it is an int from ``minimum`` to :data:`MAX_EVAL_EPISODES`; else ValueError, one line
+    naming ``flag_name``, the value and the range allowed (``minimum=0`` where 0 means "skip")."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_EVAL_EPISODES:
+        raise ValueError(f"{flag_name} {value!r} is out of range: give {minimum} to {MAX_EVAL_EPISODES} episodes "
+                         f"(the bound is MAX_EVAL_EPISODES in gpurl/train/evaluation.py)")
+    return value
+
 
 def t_quantile_975(df: int) -> float:
     """The 97.5% quantile of Student's t with ``df`` degrees of freedom: a table for df 1-4, else the
@@ -133,4 +149,5 @@ def play_episodes(env, policy, episodes_per_env: int, max_steps: int = 1_000_000
     return {name: rows[:, c] for c, name in enumerate(stats.columns())}
 
 
-__all__ = ["Lineup", "RandomPolicy", "mean_std_ci95", "play_episodes", "summarize", "t_quantile_975"]
+__all__ = ["MAX_EVAL_EPISODES", "Lineup", "RandomPolicy", "check_eval_episodes", "mean_std_ci95", "play_episodes",
+           "summarize", "t_quantile_975"]

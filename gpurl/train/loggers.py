@@ -36,7 +36,8 @@ class Logger(Protocol):
 
 
 class LoggerUnavailable(ValueError):
-    """A logger was asked for whose package is not installed; the message names the extra to install."""
+    """A logger was asked for that cannot start: its package is not installed (the message names the extra to
+    install) or its settings are not ones it takes."""
 
 
 def tensorboard_available() -> bool:
@@ -57,10 +58,19 @@ def import_wandb():
     return wandb
 
 
+#: The values W&B itself takes for $WANDB_MODE (wandb_settings.Settings.mode).
+WANDB_ENV_MODES = ("online", "offline", "shared", "disabled", "dryrun", "run")
+
+
 def check_loggers(cfg) -> None:
-    """Refuse a config whose loggers cannot start (an extra not installed), before anything is written."""
+    """Refuse a config whose loggers cannot start (an extra not installed, a $WANDB_MODE that W&B refuses
+    with a 30-line traceback once files exist), before anything is written."""
     if cfg.wandb:
         import_wandb()
+        env_mode = os.environ.get("WANDB_MODE")
+        if env_mode is not None and env_mode not in WANDB_ENV_MODES:  # W&B reads it whatever mode it is given
+            raise LoggerUnavailable(f"--wandb: $WANDB_MODE is {env_mode!r}, and W&B takes one of {list(WANDB_ENV_MODES)}; "
+                                    "fix or unset it")
 
 
 def wandb_mode(mode: str) -> str:

@@ -23,6 +23,7 @@ from ..envs.checks import derived_seed
 from .checkpoint import CHECKPOINT_FILE, CheckpointError, atomic_write_bytes, check_matches, save_checkpoint
 from .config import AUTO_RESUME, TrainConfig, checkpoint_seconds
 from .iteration_records import IterationRecords
+from .log_dir_lock import LogDirLock
 from ..multigpu.placement import Placement
 from ..profiling import ProfilerWindow, nvtx_range
 from .machine import describe_machine
@@ -41,13 +42,22 @@ RESUME_OVERRIDABLE = ("iters", "total_steps", "log_dir", "log_every", "checkpoin
 
 
 def resume_config(checkpoint: dict, overrides: dict) -> TrainConfig:
-    """The checkpoint's config with the run-control fields in ``overrides`` replaced."""
+    """The checkpoint's config with the run-control fields in ``overrides`` replaced; a value equal to the
+    saved one is no change. The run continues in ``overrides["log_dir"]`` when given, else in the directory
+    that holds the checkpoint ``overrides["resume"]``: never in the log dir recorded inside the checkpoint,
+    so a copied run dir is a branch of its own."""
     saved = TrainConfig.from_dict(checkpoint["config"])
-    fixed = sorted(set(overrides) - set(RESUME_OVERRIDABLE))
+    saved_values = json.loads(json.dumps(saved.to_dict()))
+    fixed = sorted(k for k in set(overrides) - set(RESUME_OVERRIDABLE)
+                   if k not in saved_values or json.loads(json.dumps(overrides[k])) != saved_values[k])
     if fixed:
-        raise ValueError(f"--resume continues the saved config; these cannot change: {fixed} "
+        raise ValueError(f"--resume continues the saved config; these cannot change: "
+                         f"{', '.join(f'{k} (saved {saved_values.get(k)!r}, given {overrides[k]!r})' for k in fixed)} "
                          f"(changeable: {list(RESUME_OVERRIDABLE)})")
-    changes = dict(overrides)
+    changes = {k: v for k, v in overrides.items() if k in RESUME_OVERRIDABLE}
+    resume = changes.get("resume")
+    if not changes.get("log_dir") and resume and resume != AUTO_RESUME:
+        changes["log_dir"] = str(Path(resume).parent)
     changes.setdefault("fresh_log_dir", False)  # asked for per start, not inherited from the saved run
     if "iters" in changes or "total_steps" in changes:
         changes.setdefault("iters", 0)
@@ -104,13 +114,31 @@ class CheckpointSchedule:
         self.last = _clock()
 
 
-def check_work_left(checkpoint: dict, cfg: TrainConfig) -> None:
-    """Refuse a resume whose checkpoint is already at (or past) the requested iteration count."""
+RESULT_FILE = "result.json"
+
+
+def result_written(log_dir: str | Path, run_id: str, iteration: int) -> bool:
+    """Whether ``log_dir`` holds the ``result.json`` of run ``run_id`` after ``iteration`` iterations (whole:
+    it parses, and names that run and iteration)."""
+    try:
+        result = json.loads((Path(log_dir) / RESULT_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(result, dict) and result.get("run_id") == run_id and result.get("iterations") == iteration
+
+
+def check_work_left(checkpoint: dict, cfg: TrainConfig) -> bool:
+    """Refuse a resume whose checkpoint is already at (or past) the requested iteration count, unless the run's
+    final outputs are missing there: returns True when only they are left to write (the run ended at its last
+    checkpoint and was killed before or while it wrote ``result.json``), False when iterations are left."""
     done = int(checkpoint["iteration"])
-    if done >= cfg.iters:
-        where = f"--resume {cfg.resume}" if cfg.resume else "the checkpoint given"
-        raise ValueError(f"{where}: the checkpoint is at iteration {done} and this run asks for iters={cfg.iters}: "
-                         f"nothing left to do, nothing written (pass --iters greater than {done} to train further)")
+    if done < cfg.iters:
+        return False
+    if cfg.log_dir and not result_written(cfg.log_dir, checkpoint.get("run_id"), done):
+        return True
+    where = f"--resume {cfg.resume}" if cfg.resume else "the checkpoint given"
+    raise ValueError(f"{where}: the checkpoint is at iteration {done} and this run asks for iters={cfg.iters}: "
+                     f"nothing left to do, nothing written (pass --iters greater than {done} to train further)")
 
 
 def default_log_dir(cfg: TrainConfig, run_id: str) -> Path:
@@ -147,7 +175,8 @@ class TrainingRun:
       logger whose extra is missing, a log dir of another run) and picks the run id and log dir: nothing is
       built or written;
     - ``build()`` makes the trainer (and loads the checkpoint into it): memory, no files;
-    - ``begin()`` writes ``run.json``, starts the loggers and measures the random baseline;
+    - ``begin()`` takes the log dir's lock (:mod:`.log_dir_lock`, held until ``finish()`` or a failed ``close()``),
+      writes ``run.json``, starts the loggers and measures the random baseline;
     - ``step()`` is one training iteration with its log line and checkpoint (``done`` says when none is left);
     - ``close()`` closes the logs; ``finish()`` measures the trained policy and returns the result.
     """
@@ -156,8 +185,10 @@ class TrainingRun:
                  lines=print):
         """``say``: the run's messages; ``lines``: its plain progress lines (print-like)."""
         cfg = cfg.validated()
+        #: the checkpoint ends the run and only its result is missing: no training, the result rewritten
+        self.finish_only = False
         if checkpoint is not None:  # refusals first: nothing is built or written yet
-            check_work_left(checkpoint, cfg)
+            self.finish_only = check_work_left(checkpoint, cfg)
             check_matches(checkpoint, cfg.resume, cfg.env, cfg.env_params, cfg.algo)
         check_loggers(cfg)
         cfg.import_env_modules()
@@ -173,6 +204,8 @@ class TrainingRun:
         if self.main:
             log_dir = claim_log_dir(log_dir, self.run_id, cfg.fresh_log_dir, self.say)
         self.log_dir = log_dir
+        # Held from the first write (begin) to the last (finish): one writer per log dir.
+        self.lock = LogDirLock(log_dir) if self.main else None
         self.cfg = dataclasses.replace(cfg, log_dir=str(log_dir))
         self.trainer: Trainer | None = None
         self.runlog: RunLog | None = None
@@ -189,6 +222,10 @@ class TrainingRun:
         say(f"gpurl train: run {self.run_id}, log_dir={self.log_dir}"
             + (f", resuming {cfg.resume}" if self.checkpoint else "")
             + (", restarted from iteration 0 (--resume auto: no checkpoint yet)" if self.restarted else ""))
+        if self.finish_only:
+            say(f"the checkpoint ends the run (iteration {self.checkpoint['iteration']}) but {self.log_dir / RESULT_FILE} "
+                "is missing or torn: no training; measuring the trained policy again and rewriting it from the "
+                "checkpoint and the logs")
         self.trainer = trainer = Trainer(cfg, self.placement)
         self.extras: dict = {}
         if self.checkpoint is not None:
@@ -210,6 +247,9 @@ class TrainingRun:
         cfg, say, trainer, log_dir = self.cfg, self.say, self.trainer, self.log_dir
         self.machine = describe_machine(trainer.device)
         if self.main:  # the record goes first, so a run that dies in the baseline still leaves one
+            self.lock.acquire()
+            # Again under the lock: a run that took the dir since this one claimed it has written its files.
+            claim_log_dir(log_dir, self.run_id, fresh=False, say=say)
             remove_stale_temp_files(log_dir, say)
             write_run_record(log_dir, self.run_id, cfg.to_dict(), self.machine, trainer.iteration)
         say(f"machine: {self.machine}")
@@ -284,6 +324,9 @@ class TrainingRun:
             if record.log_row:
                 self._log(record)
         if checkpoint:
+            # This process's training time, for a result rewritten from the checkpoint (finish_only).
+            self.extras["timing"] = {"train_seconds": self.train_seconds, "train_steps": self.train_steps,
+                                     "phases": dict(self.phases)}
             state = trainer.state_dict()  # collective: every rank sends its envs' state
             if self.main:
                 save_checkpoint(self.log_dir / CHECKPOINT_FILE, {**state, "extras": self.extras, "run_id": self.run_id},
@@ -309,11 +352,25 @@ class TrainingRun:
         """Stop the profiler and close the logs (idempotent); ``failed``: the run stops on an error."""
         self._failed = failed
         stack, self._open = self._open, ExitStack()
-        stack.close()
+        try:
+            stack.close()
+        finally:
+            if failed:
+                self._release()
+
+    def _release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
 
     def finish(self) -> dict | None:
         """After the last step and ``close()``: the trained policy measured, the curve and ``result.json``; the
-        result payload (main rank; None elsewhere)."""
+        result payload (main rank; None elsewhere). Releases the log dir."""
+        try:
+            return self._finish()
+        finally:
+            self._release()
+
+    def _finish(self) -> dict | None:
         cfg, say, trainer, placement, log_dir = self.cfg, self.say, self.trainer, self.placement, self.log_dir
         trainer.placement.settle(trainer)
         # Bytes every rank put on the wire during training, summed over ranks (collective).
@@ -331,14 +388,19 @@ class TrainingRun:
         curve = plot_curve(self.runlog.rows, log_dir / "learning_curve.png", self.baseline,
                            f"{cfg.preset or cfg.env}: {cfg.num_envs} envs x {trainer.env.num_agents} agents, "
                            f"{trainer.device}{ranks}")
-        result = _result(cfg, trainer, self.baseline, final, self.phases, self.train_seconds, self.train_steps, log_dir,
-                         curve)
+        timing = (self.train_seconds, self.train_steps, self.phases)
+        if self.finish_only and "timing" in self.extras:  # the process that trained is gone: its own record
+            saved = self.extras["timing"]
+            timing = (saved["train_seconds"], saved["train_steps"], saved["phases"])
+        result = _result(cfg, trainer, self.baseline, final, timing[2], timing[0], timing[1], log_dir, curve)
         result.update(run_id=self.run_id, machine=self.machine)
+        if self.finish_only:
+            result["rewritten_from_checkpoint"] = True
         if cfg.render_final:
             result["final_episode"] = str(_render_final(trainer, log_dir, cfg, say))
         start = (self.checkpoint or {}).get("iteration", 0)
         result["comm_bytes_per_iteration"] = comm_bytes / max(1, trainer.iteration - start)
-        atomic_write_bytes(log_dir / "result.json", json.dumps(result, indent=1, sort_keys=True).encode())
+        atomic_write_bytes(log_dir / RESULT_FILE, json.dumps(result, indent=1, sort_keys=True).encode())
         return result
 
 

@@ -71,11 +71,21 @@ def process_cpus() -> set[int]:
         return set(range(os.cpu_count() or 1))
 
 
+def max_threads() -> int:
+    """The largest pool a thread count may ask for: the machine's CPUs. More threads than CPUs only wait for
+    each other, and OpenMP runtimes crash on absurd counts (100000 threads: SIGSEGV) instead of refusing them."""
+    return max(os.cpu_count() or 1, len(process_cpus()))
+
+
 def read_policy(torch_threads: int = 0, environ=None) -> ThreadPolicy:
     """The policy ``GPURL_THREADS`` asks for; ``--torch-threads`` (0 = unset) fixes the pool size when
-    it is on. ValueError names the variable when its value is not ``auto``, ``off`` or a whole number
-    >= 1."""
+    it is on. ValueError names the variable (or the flag) when its value is not ``auto``, ``off`` or a
+    whole number in [1, :func:`max_threads`]."""
     environ = os.environ if environ is None else environ
+    most = max_threads()
+    if torch_threads > most:
+        raise ValueError(f"--torch-threads {torch_threads}: this machine has {most} CPUs; allowed 0 (the thread "
+                         f"policy) or 1..{most}")
     raw = environ.get(ENV_VAR, "")
     setting = raw.strip().lower() or "auto"
     if setting == "off":
@@ -84,8 +94,9 @@ def read_policy(torch_threads: int = 0, environ=None) -> ThreadPolicy:
         threads = len(process_cpus())
     else:
         threads = int(setting) if setting.isdigit() else 0
-        if threads < 1:
-            raise ValueError(f"{ENV_VAR} must be 'auto', 'off' or a number of threads >= 1, got {raw!r}")
+        if not 1 <= threads <= most:
+            raise ValueError(f"{ENV_VAR} must be 'auto', 'off' or a number of threads in 1..{most} (this machine's "
+                             f"CPUs), got {raw!r}")
     return ThreadPolicy(setting, torch_threads or threads, setting == "auto" and not torch_threads, torch_threads)
 
 

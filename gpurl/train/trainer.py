@@ -22,8 +22,11 @@ import gymnasium
 import torch
 
 from ..algos import ALGORITHMS, EnvSpec, LearnContext
+from ..algos.layers import mlp_parameters
 from ..envs import make, resolve_device
 from ..envs.checks import derived_seed
+from ..envs.memory import require_memory
+from ..envs.params import ParameterError
 from ..fusion.counter_rng import seed_tensor
 from ..fusion.graph import GraphCaptureFailed, GraphedCall, GraphedRollout
 from ..multigpu.placement import Placement
@@ -53,11 +56,27 @@ def refuse_mixed_box_widths(groups: dict, env_name: str) -> None:
     widths = {name: g.action_space.shape[0] for name, g in groups.items()
               if isinstance(g.action_space, gymnasium.spaces.Box)}
     if len(set(widths.values())) > 1:
-        raise ValueError(f"{env_name}: groups have Box actions of different widths {widths}; training such an env "
+        raise ParameterError(f"{env_name}: groups have Box actions of different widths {widths}; training such an env "
                          "is not supported yet (train it with continuous_actions=False)")
 
 class NonFiniteLossError(FloatingPointError):
     """A loss or statistic became NaN/Inf; the message names the iteration."""
+
+
+#: float32 copies of every trained parameter that any algorithm keeps at least: the weights, their gradients
+#: and Adam's two moments.
+PARAMETER_COPIES = 4
+
+
+def check_networks_fit(cfg: TrainConfig, trained_groups: dict, device: torch.device) -> None:
+    """Refuse network widths whose parameters cannot fit, before any is allocated (``--hidden 100000000,100000000``
+    was killed by the OOM killer at 24 GB). A lower bound for every algorithm: each trained group has at least one
+    MLP from its policy input through ``cfg.hidden`` to one output, kept PARAMETER_COPIES times in float32."""
+    parameters = sum(mlp_parameters(g.obs_dim * cfg.frame_stack, cfg.hidden, 1) for g in trained_groups.values())
+    require_memory(parameters * PARAMETER_COPIES * 4, device,
+                   f"hidden={','.join(map(str, cfg.hidden))}: the networks of {len(trained_groups)} trained group(s) "
+                   f"({parameters} parameters at least, each with its gradient and Adam's two moments)",
+                   "pass smaller --hidden widths")
 
 
 class Trainer:
@@ -78,8 +97,9 @@ class Trainer:
         refuse_mixed_box_widths(groups, cfg.env)
         unknown = sorted(set(cfg.train_groups) - set(groups))
         if unknown:
-            raise ValueError(f"train_groups names unknown group(s) {unknown}; {cfg.env} has {list(groups)}")
+            raise ParameterError(f"train_groups names unknown group(s) {unknown}; {cfg.env} has {list(groups)}")
         self.trained = [g for g in groups if not cfg.train_groups or g in cfg.train_groups]
+        check_networks_fit(cfg, {g: groups[g] for g in self.trained}, self.device)
         spec = EnvSpec.of(self.env, env_offset=self.shard.lo)
         # Initial weights from a generator of their own: the same on every rank, no global seed set.
         init = torch.Generator().manual_seed(cfg.seed)

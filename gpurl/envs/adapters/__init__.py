@@ -12,6 +12,9 @@ package imports without them. Nothing here runs at import.
 """
 from __future__ import annotations
 
+import numbers
+
+from ..checks import ENV_ID_LIMIT
 from ..registry import make
 from ._common import without_own_settings
 from .gym_vector import GymVectorEnv, OtherPolicy
@@ -40,12 +43,32 @@ def parallel_env(name: str, *, env_index: int = 0, seed: int = 0, device="cpu", 
 
     Built as a one-env batch at global env id ``env_index`` (``env_id_offset``), so its episodes are that
     batch env's episodes. CPU by default: one env per step is host-bound anyway. The env is made with
-    ``num_envs=1`` and ``autoreset=False``: passing other values for them is a ValueError.
+    ``num_envs=1`` and ``autoreset=False``: passing other values for them is a ValueError, and so is passing
+    ``env_id_offset`` (``env_index`` is it). ``env_index`` is an int in [0, 2**32 - 1]: a TypeError or
+    ValueError naming it otherwise, before anything is built.
     """
+    env_index = _check_env_index(env_index)
+    if "env_id_offset" in params:
+        raise ValueError(f"parallel_env makes its env with env_id_offset=env_index ({env_index}); pass the batch "
+                         f"env's id as env_index, not env_id_offset={params['env_id_offset']!r}")
     params = without_own_settings("parallel_env", "one env; PettingZoo ends the episode and the caller "
                                   "resets", params, autoreset=False, num_envs=1)
     env = make(name, num_envs=1, device=device, seed=seed, autoreset=False, env_id_offset=env_index, **params)
     return _parallel().ParallelEnv(env, agent_prefixes=agent_prefixes)
+
+
+def _check_env_index(env_index) -> int:
+    """``env_index`` as an int: the global env id of the one env ``parallel_env`` plays, in [0, 2**32 - 1].
+
+    Checked here, not left to ``make``'s ``env_id_offset`` check: the error must name the caller's argument."""
+    highest = ENV_ID_LIMIT - 1
+    if isinstance(env_index, bool) or not isinstance(env_index, numbers.Integral):
+        raise TypeError(f"env_index must be an int in [0, {highest}] (the global env id of the batch env to "
+                        f"play), got {type(env_index).__name__} {env_index!r}")
+    if not 0 <= env_index <= highest:
+        raise ValueError(f"env_index must be in [0, {highest}] (the global env id of the batch env to play: "
+                         f"gpurl's RNG keys env ids below 2**32 exactly), got {env_index}")
+    return int(env_index)
 
 
 def torchrl_env(name: str, num_envs: int, *, device=None, seed: int = 0, categorical_actions: bool = True,

@@ -63,7 +63,7 @@ from torchrl.envs import EnvBase
 from ..checks import check_seed
 from ..spaces import action_bounds
 from ..step_inputs import StepOutputs
-from ._common import is_discrete
+from ._common import check_open, is_discrete
 
 DONE_KEYS = ("done", "terminated", "truncated")
 
@@ -108,7 +108,8 @@ class GpurlTorchRLEnv(EnvBase):
     ``MultiCategorical``, TorchRL's and VmasEnv's default) or one-hot ones (``OneHot`` / ``MultiOneHot``).
     ``group_map`` (group -> agent names) is VmasEnv's attribute of that name. ``set_seed(s)`` re-keys the env at
     its next reset: a full reset then starts what ``gpurl.make(..., seed=s)`` starts. The adapter owns the env
-    from here on: stepping or resetting it directly desynchronises both.
+    from here on: stepping or resetting it directly desynchronises both. After ``close()``, ``reset``, ``step``
+    (and so ``rand_step``, ``rollout``) and ``set_seed`` are a RuntimeError, as in the other adapters.
     """
 
     def __init__(self, env, *, categorical_actions: bool = True):
@@ -117,6 +118,8 @@ class GpurlTorchRLEnv(EnvBase):
                              "envs through _reset); got autoreset=True")
         super().__init__(device=env.device, batch_size=torch.Size([env.num_envs]))
         self.env = env
+        # Our own flag: TorchRL's is_closed starts True for an EnvBase that holds nothing to close.
+        self.closed = False
         self.categorical_actions = bool(categorical_actions)
         self.group_map = agent_names(env)
         self._sizes = {name: g.agents.stop - g.agents.start for name, g in env.groups.items()}
@@ -161,6 +164,7 @@ class GpurlTorchRLEnv(EnvBase):
     # ---- EnvBase ---------------------------------------------------------------------------------
 
     def _set_seed(self, seed: int | None) -> None:
+        check_open(self)
         if seed is not None:
             self._pending_seed = check_seed(seed)  # [0, 2**64): refused here, not at the next reset
 
@@ -169,6 +173,7 @@ class GpurlTorchRLEnv(EnvBase):
         env restarts when any is true), or every env when there is none. Every row of the result is right: a
         restarted env's first observation, the others' current one (TorchRL takes them all when only a group's
         ``"_reset"`` is given)."""
+        check_open(self)
         mask = self._reset_mask(tensordict)
         env = self.env
         obs = env.reset(seed=self._pending_seed, mask=mask)
@@ -189,6 +194,7 @@ class GpurlTorchRLEnv(EnvBase):
         return self._tensordict(self._obs, None, self._terminated, self._truncated, self._state)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        check_open(self)
         actions = self._gathered_actions(tensordict)
         if self.env.validate:
             self._check_not_ended(tensordict.get("_step", None))
@@ -225,6 +231,13 @@ class GpurlTorchRLEnv(EnvBase):
             source["state"] = state
         return TensorDict(source, batch_size=self.batch_size, device=self.device)
 
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Release the gpurl env (it holds no OS resources: dropping the reference frees its buffers); a later
+        ``reset``/``step``/``set_seed`` is a RuntimeError. Closing twice is harmless."""
+        self.env = None
+        self.closed = True
+        super().close(raise_if_closed=raise_if_closed)
+
     def to(self, device) -> "GpurlTorchRLEnv":
         """The env itself: it lives on the device gpurl built it for, and moving it elsewhere is a ValueError
         (make it there: ``torchrl_env(..., device=...)``)."""
@@ -237,18 +250,43 @@ class GpurlTorchRLEnv(EnvBase):
     # ---- inputs ----------------------------------------------------------------------------------
 
     def _reset_mask(self, tensordict: TensorDictBase | None) -> torch.Tensor | None:
-        """bool [E] of the envs to reset, or None (all) when ``tensordict`` has no ``"_reset"`` entry."""
+        """bool [E] of the envs to reset, or None (all) when ``tensordict`` has no ``"_reset"`` entry; each entry
+        checked first (``_check_reset_entry``), so a wrong one changes nothing."""
         if tensordict is None:
             return None
         E = self.env.num_envs
-        masks = [tensordict.get("_reset", None)] + [tensordict.get((name, "_reset"), None) for name in self.env.groups]
-        masks = [m.reshape(E, -1).any(-1) for m in masks if m is not None]
+        keys = ["_reset"] + [(name, "_reset") for name in self.env.groups]
+        given = {key: tensordict.get(key, None) for key in keys}
+        given = {key: m for key, m in given.items() if m is not None}
+        for key, m in given.items():
+            self._check_reset_entry(key, m)
+        masks = [m.reshape(E, -1).any(-1) for m in given.values()]
         if not masks:
             return None
         mask = masks[0]
         for other in masks[1:]:
             mask = mask | other
-        return mask.to(self.env.device)
+        return mask
+
+    def _check_reset_entry(self, key, mask) -> None:
+        """TypeError (not a tensor, not bool) or ValueError (shape, device, layout) naming ``key`` unless ``mask``
+        is a bool tensor of TorchRL's done shape on the env's device: root ``"_reset"`` [E, 1] (or [E]), a group's
+        [E, n, 1] (or [E, n]). TorchRL itself would fail only after the env has reset (a float mask indexes its
+        done check), or read a wrong shape as another mask. Host metadata only: no device read."""
+        E = self.env.num_envs
+        batch = (E,) if key == "_reset" else (E, self._sizes[key[0]])
+        named = repr(key)
+        expected = (f"a torch.bool tensor of shape {(*batch, 1)} (TorchRL's done shape: batch {batch} + 1; {batch} "
+                    f"is accepted too) on {self.env.device}")
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(f"{named} must be {expected}, got {type(mask).__name__}")
+        got = f"got dtype {mask.dtype}, shape {tuple(mask.shape)} on {mask.device}"
+        if mask.dtype != torch.bool:
+            raise TypeError(f"{named} (the envs to reset) must be {expected}; {got}")
+        if (tuple(mask.shape) not in ((*batch, 1), batch) or mask.device != self._actions.device
+                or mask.layout != torch.strided):
+            raise ValueError(f"{named} (the envs to reset) must be {expected}; {got}"
+                             + ("" if mask.layout == torch.strided else f", layout {mask.layout}"))
 
     def _gathered_actions(self, tensordict: TensorDictBase) -> torch.Tensor:
         """The groups' actions as gpurl's [E, N, action_dims], checked before anything changes (ValueError or
