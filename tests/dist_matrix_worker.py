@@ -22,6 +22,8 @@ ITERS = 2
 
 def variant_args(algo: str, recurrent: str) -> list[str]:
     base = VALUE_ARGS if ALGORITHMS[algo].uses_replay else TINY_ARGS
+    if algo == "a2c":  # A2C fixes one epoch and one minibatch and refuses other values
+        base = [*base, "--epochs", "1", "--minibatches", "1"]  # argparse: the last value of a flag wins
     return [*base, "--algo", algo, "--recurrent", recurrent, "--iters", str(ITERS)]
 
 
