@@ -14,11 +14,9 @@ one env after another (env-major), so a barrier costs nothing. The author writes
 ``args`` are whatever Numba accepts as kernel arguments: arrays, scalars, and (named) tuples of them.
 
 Errors in author code are reported at the author's file and line (:mod:`.errors`): a phase Numba cannot
-type raises :class:`~.errors.KernelTypingError`; an out-of-bounds index raises
-:class:`~.errors.KernelIndexError`, found before the compiled launch by the bounds check of a build's first
-launches (:mod:`.bounds`, every target), or by re-running a CPU launch that failed under
-``NUMBA_BOUNDSCHECK=1``. :meth:`EnvKernel.run_python` runs the phases uncompiled, for debugging with ordinary
-Python tracebacks.
+type raises :class:`~.errors.KernelTypingError`; an out-of-bounds index in the CPU build (checked when
+``NUMBA_BOUNDSCHECK=1``) raises :class:`~.errors.KernelIndexError`. :meth:`EnvKernel.run_python` runs
+the phases uncompiled, for debugging with ordinary Python tracebacks.
 """
 from __future__ import annotations
 
@@ -29,7 +27,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import build_cache
-from .bounds import BoundsCheck
 from .errors import check_phase_signatures, index_error, is_index_error, typing_error
 from .float64 import watch_cpu_build
 from .targets import TARGETS, DeviceFunction
@@ -227,7 +224,6 @@ class EnvKernel:
         check_phase_signatures(name, self.phases, nargs)
         self._builds: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
-        self.bounds = BoundsCheck(self)  # the first launches of each build and shapes: see .bounds
 
     def driver_python(self, target: str, constants: tuple = ()) -> Callable:
         """The generated plain-Python driver for ``target`` (phases bound to their target builds with
@@ -289,8 +285,7 @@ class EnvKernel:
         """Run the kernel over ``num_envs`` envs of ``num_agents`` agents (asynchronous on CUDA).
 
         ``constants``: globals fixed for this build, as :func:`~.targets.freeze_constants` gives them
-        (freeze once, outside the step loop). The first launches of a build and shapes are bounds-checked
-        first (:mod:`.bounds`).
+        (freeze once, outside the step loop).
         """
         if len(args) != self.nargs:
             raise TypeError(f"kernel {self.name!r} takes {self.nargs} args, got {len(args)}")
@@ -300,7 +295,6 @@ class EnvKernel:
         compiled = self.build(target, constants)
         if num_envs == 0:
             return
-        self.bounds(target, constants, num_envs, num_agents, args, stream)  # raises before anything is written
         try:  # Numba compiles at the first call of each signature: typing errors surface here
             if target == "cpu":
                 compiled(num_envs, num_agents, _cpu_envs_per_call(num_envs, num_agents), *args)
@@ -332,8 +326,7 @@ class EnvKernel:
 
         return DirectLaunch(self, constants)
 
-    def run_python(self, num_envs: int, num_agents: int, *args, constants: tuple = (), envs=None,
-                   ran: set | None = None) -> None:
+    def run_python(self, num_envs: int, num_agents: int, *args, constants: tuple = ()) -> None:
         """Run the phases as plain, uncompiled Python over host (NumPy) arrays, env after env in the CPU
         build's order: a debugging aid (about a thousand agent-steps per second).
 
@@ -341,8 +334,7 @@ class EnvKernel:
         for an index the compiled CPU build would silently read past; the exception carries
         ``gpurl_phase = (phase, env, agent or None)``. Helpers run their CPU implementation. Arithmetic
         follows Python/NumPy scalar rules, not Numba's typing (no int64 promotion of int32 math): use it
-        to find errors, not to reproduce results bit for bit. ``constants`` as for :meth:`launch`; ``envs``:
-        the env indices to run (default: all); ``ran``: a set that gets the index of every phase that ran.
+        to find errors, not to reproduce results bit for bit. ``constants`` as for :meth:`launch`.
         """
         import numpy as np
 
@@ -354,13 +346,11 @@ class EnvKernel:
         p = e = i = None
         try:
             with np.errstate(over="ignore"):  # counter-based hashing wraps uint64 on purpose
-                for e in range(num_envs) if envs is None else envs:
+                for e in range(num_envs):
                     for p, (kind, fn, when) in enumerate(phases):
                         i = None
                         if when is not None and not when(e, *args):
                             continue
-                        if ran is not None:
-                            ran.add(p)
                         if kind == "agent":
                             for i in range(num_agents):
                                 fn(e, i, *args)
