@@ -29,7 +29,8 @@ from gpurl.algos import ALGORITHMS
 from gpurl.multigpu import POLICIES
 from gpurl.train.checkpoint import load_checkpoint
 from gpurl.train.cli import config_from_args
-from gpurl.train.run import resume_config, train
+from gpurl.train.resume import resume_config
+from gpurl.train.run import train
 
 pytestmark = pytest.mark.cpu
 

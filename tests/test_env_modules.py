@@ -13,7 +13,7 @@ import gpurl
 from gpurl.envs import import_env_module, registry
 from gpurl.train.cli import config_from_args
 from gpurl.train.config import TrainConfig, build_config
-from gpurl.train.run import resume_config
+from gpurl.train.resume import resume_config
 
 pytestmark = pytest.mark.cpu
 

@@ -16,7 +16,8 @@ from gpurl.train.cli import build_parser, config_from_args
 from gpurl.train.cli import main as cli_main
 from gpurl.train.loggers import WANDB_INSTALL, Logger, LoggerUnavailable, wandb_mode
 from gpurl.train.outputs import RunLog
-from gpurl.train.run import RESUME_OVERRIDABLE, resume_config, train
+from gpurl.train.resume import RESUME_OVERRIDABLE, resume_config
+from gpurl.train.run import train
 
 from tiny_runs import TINY, tiny_config
 

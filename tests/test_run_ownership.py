@@ -1,6 +1,6 @@
 """What a run owns and writes (issue 40): one writer per log dir (gpurl/train/log_dir_lock.py), a resume writes
-only where the user points (gpurl/train/run.py ``resume_config``), and a finished run whose ``result.json``
-is missing or torn gets it back on ``--resume auto`` (``check_work_left``, ``TrainingRun.finish_only``).
+only where the user points (gpurl/train/resume.py ``resume_config``), and a finished run whose ``result.json``
+is missing or torn gets it back on ``--resume auto`` (``check_work_left`` there, ``TrainingRun.finish_only``).
 
 On main at 7e58601: two runs into one dir both exited 0 and mixed their files; ``--resume branch/checkpoint.pt``
 wrote into the checkpoint's recorded dir ``run/`` (rolling it back); a kill while ``result.json`` was written

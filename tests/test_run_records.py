@@ -18,7 +18,8 @@ import torch
 from gpurl.train import run as run_module
 from gpurl.train.checkpoint import FORMAT, CheckpointError, load_checkpoint
 from gpurl.train.cli import main as cli_main
-from gpurl.train.run import resume_config, train
+from gpurl.train.resume import resume_config
+from gpurl.train.run import train
 from gpurl.train.run_record import LogDirTakenError
 
 from tiny_runs import TINY, quiet, tiny_config

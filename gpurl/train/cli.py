@@ -27,7 +27,7 @@ from ..envs.params import RANGE, ParameterError
 from ..multigpu.process_group import launcher_world
 from .config import AUTO_RESUME, PRESETS, TrainConfig, build_config
 from .loggers import LoggerUnavailable, check_loggers
-from .run import RESUME_OVERRIDABLE, check_work_left, config_differences, resume_config
+from .resume import RESUME_OVERRIDABLE, check_work_left, config_differences, resume_config
 from .sweep import check_sweep_flags, parse_seeds, report_lines, seed_commands
 from .threads import read_policy
 

@@ -302,7 +302,7 @@ PRESETS: dict[str, dict] = {
 def check_algorithm_fields(algo: str, explicit: dict) -> None:
     """Refuse a value in ``explicit`` (the values a user gave: flags, keyword arguments) for a field that
     ``algo`` does not read (``--algo ppo --q-batch 3``; ``--algo a2c --epochs 7``, whose epochs A2C fixes at 1),
-    unless it is the field's default or the value the algorithm implies anyway."""
+    unless it is the value the algorithm uses anyway (the default, or what it fixes: A2C's epochs=1)."""
     if algo not in ALGORITHMS:
         return  # validation names the unknown algorithm
     cls = ALGORITHMS[algo]

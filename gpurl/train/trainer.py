@@ -22,10 +22,8 @@ import gymnasium
 import torch
 
 from ..algos import ALGORITHMS, EnvSpec, LearnContext
-from ..algos.layers import mlp_parameters
 from ..envs import make, resolve_device
 from ..envs.checks import derived_seed
-from ..envs.memory import require_memory
 from ..envs.params import ParameterError
 from ..fusion.counter_rng import seed_tensor
 from ..fusion.graph import GraphCaptureFailed, GraphedCall, GraphedRollout
@@ -34,6 +32,7 @@ from ..profiling import nvtx_range
 from .config import TrainConfig
 from .fragments import EnvFragment, RandomActor
 from .metrics import EpisodeStats, PhaseTimer, UntimedPhases
+from .network_memory import check_networks_fit
 from .process import matmul_precision
 from .replay import ReplayBuffer, rollout_transitions
 from .storage import RolloutStorage
@@ -61,22 +60,6 @@ def refuse_mixed_box_widths(groups: dict, env_name: str) -> None:
 
 class NonFiniteLossError(FloatingPointError):
     """A loss or statistic became NaN/Inf; the message names the iteration."""
-
-
-#: float32 copies of every trained parameter that any algorithm keeps at least: the weights, their gradients
-#: and Adam's two moments.
-PARAMETER_COPIES = 4
-
-
-def check_networks_fit(cfg: TrainConfig, trained_groups: dict, device: torch.device) -> None:
-    """Refuse network widths whose parameters cannot fit, before any is allocated (``--hidden 100000000,100000000``
-    was killed by the OOM killer at 24 GB). A lower bound for every algorithm: each trained group has at least one
-    MLP from its policy input through ``cfg.hidden`` to one output, kept PARAMETER_COPIES times in float32."""
-    parameters = sum(mlp_parameters(g.obs_dim * cfg.frame_stack, cfg.hidden, 1) for g in trained_groups.values())
-    require_memory(parameters * PARAMETER_COPIES * 4, device,
-                   f"hidden={','.join(map(str, cfg.hidden))}: the networks of {len(trained_groups)} trained group(s) "
-                   f"({parameters} parameters at least, each with its gradient and Adam's two moments)",
-                   "pass smaller --hidden widths")
 
 
 class Trainer:
