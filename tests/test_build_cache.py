@@ -89,7 +89,7 @@ def test_a_second_process_loads_the_build_and_a_changed_build_compiles_anew(tmp_
 def test_an_unreadable_entry_is_compiled_again(tmp_path):
     cache = tmp_path / "cache"
     want = run(tmp_path, str(cache))["x"]
-    entries = sorted(cache.iterdir())
+    entries = sorted(p for p in cache.iterdir() if p.is_file())  # not the folder of settled bounds checks
     assert {p.suffix for p in entries} == {".nbi", ".nbc"}
     for p in entries:
         p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])  # as a crash mid-write would leave it

@@ -3,11 +3,12 @@
 - Numba typing errors (a wrong rank, a missing field, an error inside a helper, a torch tensor where a
   kernel view belongs) become ``KernelTypingError``s naming the phase, the author's file, line and
   function, and the arrays used on that line with their shapes;
-- an out-of-bounds index in the compiled CPU build (checked under ``NUMBA_BOUNDSCHECK=1``) becomes a
-  ``KernelIndexError`` at the author's line, found by re-running the launch as plain Python;
+- an out-of-bounds index becomes a ``KernelIndexError`` at the author's line, found by the plain-Python check
+  of a build's first launches (gpurl/kernels/bounds.py) or, in the compiled CPU build under
+  ``NUMBA_BOUNDSCHECK=1``, by re-running the failed launch as plain Python;
 - an out-of-bounds index in the NumPy reference is NumPy's IndexError raised in the reference itself.
 
-Typing errors cost no compilation; the bounds-check test compiles the example's kernel once more.
+Typing errors cost no compilation; the first-launch check stops a bad index before anything compiles.
 """
 import importlib.util
 import traceback

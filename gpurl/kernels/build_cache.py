@@ -15,8 +15,11 @@ the CPU to each entry. A change anywhere in that make-up is a new key, so a stal
 old entries are left for the user to delete.
 
 Where: ``$GPURL_CACHE_DIR``, else ``$NUMBA_CACHE_DIR/gpurl-builds``, else ``$XDG_CACHE_HOME/gpurl/builds``
-(default ``~/.cache/gpurl/builds``, beside the compiled torch code in ``~/.cache/gpurl/inductor``). ``GPURL_CACHE_DIR=off`` turns it off. Writes are Numba's (a temporary file renamed
-into place), so processes that build the same kernel at once never load a half-written entry.
+(default ``~/.cache/gpurl/builds``, beside the compiled torch code in ``~/.cache/gpurl/inductor``).
+``GPURL_CACHE_DIR=off`` turns it off. A folder that is a file or cannot be written gives way to the next of
+these, with one line on stderr naming the variable, the path, why, and where the builds go instead. Writes
+are Numba's (a temporary file renamed into place), so processes that build the same kernel at once never
+load a half-written entry.
 """
 from __future__ import annotations
 
@@ -44,14 +47,63 @@ _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
 def cache_dir() -> Path | None:
-    """The cache's folder, or None when it is turned off (``GPURL_CACHE_DIR=off``)."""
+    """The cache's folder, or None when it is turned off (``GPURL_CACHE_DIR=off``) or no candidate is usable.
+
+    A folder that cannot be used (a file, or not writable) gives way to the next candidate of the module
+    docstring's list, and says so once on stderr: ``gpurl: GPURL_CACHE_DIR=/x is unusable (it is a file, not
+    a folder): CPU kernel builds are cached in ~/.cache/gpurl/builds instead`` (or ``... are not cached``)."""
     chosen = os.environ.get("GPURL_CACHE_DIR")
-    if chosen is not None:
-        return None if chosen.strip().lower() in (OFF, "0", "") else Path(chosen)
+    if chosen is not None and chosen.strip().lower() in (OFF, "0", ""):
+        return None
+    candidates = [("GPURL_CACHE_DIR", chosen, Path(chosen))] if chosen is not None else []
     numba_dir = os.environ.get("NUMBA_CACHE_DIR")
     if numba_dir:
-        return Path(numba_dir) / "gpurl-builds"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpurl" / "builds"
+        candidates.append(("NUMBA_CACHE_DIR", numba_dir, Path(numba_dir) / "gpurl-builds"))
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    default = Path(xdg or Path.home() / ".cache") / "gpurl" / "builds"
+    candidates.append(("XDG_CACHE_HOME" if xdg else "HOME", xdg or str(Path.home()), default))
+    unusable = []
+    for variable, value, path in candidates:
+        why = _unusable(path)
+        if why is None:
+            break
+        unusable.append((variable, value, path, why))
+    else:
+        path = None
+    for variable, value, bad, why in unusable:
+        if (variable, value) not in _warned:
+            _warned.add((variable, value))
+            shown = f"{variable}={value}" + (f" ({bad})" if str(bad) != value else "")
+            instead = f"are cached in {path} instead" if path is not None else "are not cached"
+            print(f"gpurl: {shown} is unusable ({why}): CPU kernel builds {instead}", file=sys.stderr)
+    return path
+
+
+_warned: set[tuple[str, str]] = set()
+_usable: dict[Path, str | None] = {}
+
+
+def _unusable(path: Path) -> str | None:
+    """Why the cache cannot live in ``path``, or None when it can (asked once per path; creates nothing)."""
+    if path not in _usable:
+        _usable[path] = _why_unusable(path)
+    return _usable[path]
+
+
+def _why_unusable(path: Path) -> str | None:
+    import tempfile
+
+    existing = path
+    while not existing.exists() and existing.parent != existing:  # Numba creates the missing folders
+        existing = existing.parent
+    if not existing.is_dir():
+        return "it is a file, not a folder" if existing == path else f"{existing} is a file, not a folder"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        return f"{'it' if existing == path else existing} is not writable ({err.strerror or err})"
+    return None
 
 
 def build_key(sources: dict[str, str], roots: list[Callable], constants: tuple) -> str:

@@ -28,6 +28,9 @@ class DirectLaunch:
     :meth:`pin` names a tuple of arrays that never moves (an env's own): a launch whose first argument is
     that very object passes it as an address table (:mod:`.address_table`), so Numba unboxes one array
     instead of each of the tuple's; the kernel's compiled overload is the same.
+
+    The first launches are bounds-checked (:mod:`.bounds`) until the kernel settles the shapes of their
+    arrays; the step loop then runs unchecked, so later launches must keep those shapes (an env's do).
     """
 
     def __init__(self, kernel: "EnvKernel", constants: tuple = ()):
@@ -35,6 +38,7 @@ class DirectLaunch:
         self._entries: dict = {}
         self._pinned, self._table = None, None
         self._table_entries: dict = {}
+        self._checking = True  # the kernel's bounds check (.bounds) still wants launches of these shapes
 
     def pin(self, struct) -> None:
         """Launches whose first argument is ``struct`` go through its address table from now on (the caller
@@ -47,13 +51,15 @@ class DirectLaunch:
         entry = self._table_entries.get(key) if pinned else self._entries.get(key)
         if entry is not None:
             if num_envs:
+                if self._checking:
+                    self._checking = not self.kernel.bounds("cpu", self.constants, num_envs, num_agents, args)
                 launch_args = (self._table, *args[1:]) if pinned else args
                 try:
                     entry(num_envs, num_agents, _cpu_envs_per_call(num_envs, num_agents), *launch_args)
                 except Exception as err:  # e.g. an index out of bounds under NUMBA_BOUNDSCHECK=1
                     self.kernel._raise_diagnosed(err, "cpu", num_envs, num_agents, args, self.constants)
             return
-        self.kernel.launch("cpu", num_envs, num_agents, *args, constants=self.constants)
+        self.kernel.launch("cpu", num_envs, num_agents, *args, constants=self.constants)  # its first check too
         dispatcher = self.kernel.build("cpu", self.constants)
         signature = tuple(dispatcher.typeof_pyval(a) for a in (num_envs, num_agents, 1, *args))
         overload = dispatcher.overloads.get(signature)

@@ -8,12 +8,13 @@ essential part of Numba's message, and the arrays used on that line with their d
 
 - :class:`KernelTypingError` (a ``TypeError``): Numba could not compile the kernel (a wrong rank or
   field, an untyped name, a torch tensor passed where a kernel view belongs);
-- :class:`KernelIndexError` (an ``IndexError``): a phase indexed out of bounds; found by re-running the
-  launch as plain Python (:meth:`~.program.EnvKernel.run_python`) on copies of its arrays.
+- :class:`KernelIndexError` (an ``IndexError``): a phase indexed out of bounds; found when the first
+  launches of a build run as plain Python (:meth:`~.program.EnvKernel.run_python`) on copies of their
+  arrays (:mod:`.bounds`), or by re-running a launch that failed Numba's ``NUMBA_BOUNDSCHECK=1`` check.
 
-Nothing here runs unless a launch has already failed, except :func:`check_phase_signatures` (once, when
-an :class:`~.program.EnvKernel` is made) and the float64 check of :mod:`.float64` (once per CPU build
-and argument types, when Numba compiles it).
+Nothing here runs unless a launch has already failed (or the bounds check found an index out of bounds),
+except :func:`check_phase_signatures` (once, when an :class:`~.program.EnvKernel` is made) and the float64
+check of :mod:`.float64` (once per CPU build and argument types, when Numba compiles it).
 
 ### When a kernel does not compile
 
@@ -62,8 +63,8 @@ import traceback
 import types
 from typing import Callable
 
-from .locate import (_def_line, _essential, _functions, _is_toolkit, _last_line, _locations, _owner, _phase_reaching,
-                     _where)
+from .locate import (_declared_size, _def_line, _essential, _functions, _is_toolkit, _last_line, _locations, _owner,
+                     _phase_reaching, _where)
 
 
 class KernelTypingError(TypeError):
@@ -350,28 +351,39 @@ def index_error(kernel, num_envs: int, num_agents: int, args: tuple,
     """Re-run a launch that failed a bounds check as plain Python on copies of ``args`` (with the build's
     ``constants``); a :class:`KernelIndexError` at the author's line, or None when the plain run does
     not fail."""
+    copies = _copy_args(args)
     try:
-        kernel.run_python(num_envs, num_agents, *_copy_args(args), constants=constants)
+        kernel.run_python(num_envs, num_agents, *copies, constants=constants)
     except Exception as found:  # noqa: BLE001 - whatever the plain run raises is the diagnosis
-        phase, e, i = getattr(found, "gpurl_phase", (None, None, None))
-        frames = [f for f in traceback.extract_tb(found.__traceback__)
-                  if os.path.dirname(f.filename) != os.path.dirname(__file__)]
-        functions = _functions(kernel.phases)
-        owned = [(f, _owner(functions, f.filename, f.lineno)) for f in frames]
-        owned = [(f, hit) for f, hit in owned if hit]
-        agent = "" if i is None else f", agent {i}"
-        lines = [f"kernel {kernel.name!r} (cpu build): {type(found).__name__} in env {e}{agent}"]
-        body, notes = [], ""
-        if owned:
-            frame, (fn, _) = owned[-1]
-            header, body, notes = _where(kernel, fn, phase, frame.lineno, args)
-            lines[0] += f", {header}" if header else ""
-            callers = [f'  File "{f.filename}", line {f.lineno}, in {f.name}\n    {(f.line or "").strip()}'
-                       for f, _ in owned[:-1]]  # a phase calling its helper
-            body = callers + body
-        lines[0] += ":"
-        lines += body + [f"  {type(found).__name__}: {found}"] + ([notes] if notes else [])
-        lines.append("(located by re-running the launch as plain Python on copies of its arrays: "
-                     "EnvKernel.run_python)")
-        return KernelIndexError("\n".join(lines))
+        return index_report(kernel, "cpu", found, copies, "(located by re-running the launch as plain Python on "
+                                                          "copies of its arrays: EnvKernel.run_python)")
     return None
+
+
+def index_report(kernel, target: str, found: BaseException, args: tuple, how: str) -> KernelIndexError:
+    """The :class:`KernelIndexError` for ``found``, raised by :meth:`~.program.EnvKernel.run_python` over
+    ``args`` (the arrays it ran on): the phase, env and agent, the author's line (and the helper's callers),
+    the index with the array and the declared size of the axis it runs along, ``how`` it was found."""
+    phase, e, i = getattr(found, "gpurl_phase", (None, None, None))
+    tb = list(traceback.walk_tb(found.__traceback__))
+    frames = [(frame, line) for frame, line in tb if os.path.dirname(frame.f_code.co_filename) != os.path.dirname(__file__)]
+    functions = _functions(kernel.phases)
+    owned = [(frame, line, hit) for frame, line in frames
+             if (hit := _owner(functions, frame.f_code.co_filename, line))]
+    agent = "" if i is None else f", agent {i}"
+    lines = [f"kernel {kernel.name!r} ({target} build): {type(found).__name__} in env {e}{agent}"]
+    body, notes = [], ""
+    if owned:
+        frame, line, (fn, _) = owned[-1]
+        header, body, notes = _where(kernel, fn, phase, line, args)
+        lines[0] += f", {header}" if header else ""
+        callers = [f'  File "{f.f_code.co_filename}", line {n}, in {f.f_code.co_name}\n'
+                   f'    {linecache.getline(f.f_code.co_filename, n).strip()}' for f, n, _ in owned[:-1]]
+        body = callers + body
+        size_note = _declared_size(str(found), [f for f, _, _ in owned], linecache.getline(
+            frame.f_code.co_filename, line))
+        notes = "\n".join(n for n in (size_note, notes) if n)
+    lines[0] += ":"
+    lines += body + [f"  {type(found).__name__}: {found}"] + ([notes] if notes else [])
+    lines.append(how)
+    return KernelIndexError("\n".join(lines))

@@ -134,6 +134,10 @@ def _essential(message: str) -> str:
 
 
 def _describe(value) -> str:
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return f"{value.dtype} scalar {value}"
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         shape = list(getattr(value, "shape"))
         return f"{value.dtype} {type(value).__name__} of shape {shape} ({len(shape)}-d)"
@@ -187,3 +191,49 @@ def _where(kernel, fn: Callable, phase: int | None, line: int, args: tuple) -> t
         notes = _names_on_line(source, _argument_names(fn, ph.fn.py_func, ph.kind, args))
     body = [f'  File "{fn.__code__.co_filename}", line {line}, in {fn.__name__}'] + ([f"    {source}"] if source else [])
     return header, body, ("  on this line: " + "; ".join(notes)) if notes else ""
+
+
+_OUT_OF_BOUNDS = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)")
+_SUBSCRIPTED = re.compile(r"\b([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*\[")
+
+
+def _declared_size(message: str, frames, source: str) -> str:
+    """For NumPy's "index 6 is out of bounds for axis 0 with size 6" raised at ``source`` (a line of the
+    innermost of ``frames``, the author's frames outermost first): which kernel array the index runs
+    along and the declared size of that axis, e.g. ``row is a view of s.obs, float32 ndarray of shape
+    [4, 3, 6] (3-d): index 6 on its axis 2, whose declared size is 6`` ("" when it cannot be told)."""
+    import numpy as np
+
+    m = _OUT_OF_BOUNDS.search(message)
+    if m is None or not frames:
+        return ""
+    index, axis, size = (int(g) for g in m.groups())
+    labels: dict[int, str] = {}  # id of a kernel array -> how the author's code names it
+    for frame in frames:
+        for name, value in frame.f_locals.items():
+            if hasattr(value, "_fields"):
+                labels.update((id(v), f"{name}.{f}") for f, v in zip(value._fields, value) if isinstance(v, np.ndarray))
+            elif isinstance(value, np.ndarray) and value.base is None:
+                labels[id(value)] = name
+    local = frames[-1].f_locals
+    for expr in _SUBSCRIPTED.findall(source.split("#", 1)[0]):
+        head, *attrs = expr.split(".")
+        value = local.get(head, frames[-1].f_globals.get(head))
+        for attr in attrs:
+            value = getattr(value, attr, None)
+        if not isinstance(value, np.ndarray) or value.ndim <= axis or value.shape[axis] != size:
+            continue
+        base, base_axis = value, axis
+        while id(base) not in labels and isinstance(base.base, np.ndarray):
+            base = base.base
+        if id(base) not in labels:
+            continue
+        if base is not value:  # a view (row = s.obs[e, i]): its axis is the array's axis of the same stride
+            base_axis = next((k for k in range(base.ndim) if base.strides[k] == value.strides[axis]
+                              and base.shape[k] == size), None)
+            if base_axis is None:
+                continue
+        what = expr if base is value else f"{expr} is a view of {labels[id(base)]}, which"
+        return (f"  {what} is {_describe(base)}: index {index} on its axis {base_axis}, whose declared size is "
+                f"{size}")
+    return ""

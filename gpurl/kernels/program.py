@@ -14,9 +14,11 @@ one env after another (env-major), so a barrier costs nothing. The author writes
 ``args`` are whatever Numba accepts as kernel arguments: arrays, scalars, and (named) tuples of them.
 
 Errors in author code are reported at the author's file and line (:mod:`.errors`): a phase Numba cannot
-type raises :class:`~.errors.KernelTypingError`; an out-of-bounds index in the CPU build (checked when
-``NUMBA_BOUNDSCHECK=1``) raises :class:`~.errors.KernelIndexError`. :meth:`EnvKernel.run_python` runs
-the phases uncompiled, for debugging with ordinary Python tracebacks.
+type raises :class:`~.errors.KernelTypingError`; an out-of-bounds index raises
+:class:`~.errors.KernelIndexError`, found before the compiled launch by the bounds check of a build's first
+launches (:mod:`.bounds`, every target), or by re-running a CPU launch that failed under
+``NUMBA_BOUNDSCHECK=1``. :meth:`EnvKernel.run_python` runs the phases uncompiled, for debugging with ordinary
+Python tracebacks.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import build_cache
+from .bounds import BoundsCheck
 from .errors import check_phase_signatures, index_error, is_index_error, typing_error
 from .float64 import watch_cpu_build
 from .targets import TARGETS, DeviceFunction
@@ -224,6 +227,7 @@ class EnvKernel:
         check_phase_signatures(name, self.phases, nargs)
         self._builds: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
+        self.bounds = BoundsCheck(self)  # the first launches of each build and shapes: see .bounds
 
     def driver_python(self, target: str, constants: tuple = ()) -> Callable:
         """The generated plain-Python driver for ``target`` (phases bound to their target builds with
@@ -285,7 +289,8 @@ class EnvKernel:
         """Run the kernel over ``num_envs`` envs of ``num_agents`` agents (asynchronous on CUDA).
 
         ``constants``: globals fixed for this build, as :func:`~.targets.freeze_constants` gives them
-        (freeze once, outside the step loop).
+        (freeze once, outside the step loop). The first launches of a build and shapes are bounds-checked
+        first (:mod:`.bounds`).
         """
         if len(args) != self.nargs:
             raise TypeError(f"kernel {self.name!r} takes {self.nargs} args, got {len(args)}")
@@ -295,6 +300,7 @@ class EnvKernel:
         compiled = self.build(target, constants)
         if num_envs == 0:
             return
+        self.bounds(target, constants, num_envs, num_agents, args, stream)  # raises before anything is written
         try:  # Numba compiles at the first call of each signature: typing errors surface here
             if target == "cpu":
                 compiled(num_envs, num_agents, _cpu_envs_per_call(num_envs, num_agents), *args)
@@ -326,31 +332,37 @@ class EnvKernel:
 
         return DirectLaunch(self, constants)
 
-    def run_python(self, num_envs: int, num_agents: int, *args, constants: tuple = ()) -> None:
+    def run_python(self, num_envs: int, num_agents: int, *args, constants: tuple = (), envs=None,
+                   ran: set | None = None, target: str = "cpu") -> None:
         """Run the phases as plain, uncompiled Python over host (NumPy) arrays, env after env in the CPU
         build's order: a debugging aid (about a thousand agent-steps per second).
 
         An error is an ordinary Python exception raised at the author's line, e.g. NumPy's IndexError
         for an index the compiled CPU build would silently read past; the exception carries
-        ``gpurl_phase = (phase, env, agent or None)``. Helpers run their CPU implementation. Arithmetic
+        ``gpurl_phase = (phase, env, agent or None)``. Helpers run their implementation for ``target`` (the
+        CPU's by default; ``"cuda"`` for arrays laid out for the CUDA build, e.g. scratch with one row per
+        lane, :func:`~.scratch.lane`). Arithmetic
         follows Python/NumPy scalar rules, not Numba's typing (no int64 promotion of int32 math): use it
-        to find errors, not to reproduce results bit for bit. ``constants`` as for :meth:`launch`.
+        to find errors, not to reproduce results bit for bit. ``constants`` as for :meth:`launch`; ``envs``:
+        the env indices to run (default: all); ``ran``: a set that gets the index of every phase that ran.
         """
         import numpy as np
 
         if len(args) != self.nargs:
             raise TypeError(f"kernel {self.name!r} takes {self.nargs} args, got {len(args)}")
         cache: dict = {}
-        plain = lambda f: None if f is None else _plain_python(f.py_func, cache, constants)  # noqa: E731
+        plain = lambda f: None if f is None else _plain_python(f.py_func, cache, constants, target)  # noqa: E731
         phases = [(phase.kind, plain(phase.fn), plain(phase.when)) for phase in self.phases]
         p = e = i = None
         try:
             with np.errstate(over="ignore"):  # counter-based hashing wraps uint64 on purpose
-                for e in range(num_envs):
+                for e in range(num_envs) if envs is None else envs:
                     for p, (kind, fn, when) in enumerate(phases):
                         i = None
                         if when is not None and not when(e, *args):
                             continue
+                        if ran is not None:
+                            ran.add(p)
                         if kind == "agent":
                             for i in range(num_agents):
                                 fn(e, i, *args)
@@ -361,10 +373,10 @@ class EnvKernel:
             raise
 
 
-def _plain_python(pyfunc: Callable, cache: dict, constants: tuple = ()) -> Callable:
-    """``pyfunc`` with every DeviceFunction it names replaced by its plain CPU implementation (recursively)
-    and every global named in ``constants`` by its value, so that :meth:`EnvKernel.run_python` runs what
-    the CPU build compiles. Code objects are shared, so tracebacks point at the author's source."""
+def _plain_python(pyfunc: Callable, cache: dict, constants: tuple = (), target: str = "cpu") -> Callable:
+    """``pyfunc`` with every DeviceFunction it names replaced by its plain ``target`` implementation
+    (recursively) and every global named in ``constants`` by its value, so that :meth:`EnvKernel.run_python`
+    runs what the ``target`` build compiles. Code objects are shared, so tracebacks point at the author's source."""
     if id(pyfunc) in cache:
         return cache[id(pyfunc)]
     cache[id(pyfunc)] = pyfunc  # a self-referencing helper stops here
@@ -377,7 +389,7 @@ def _plain_python(pyfunc: Callable, cache: dict, constants: tuple = ()) -> Calla
     plain_globals.update(fixed)
     for name in names:
         helper = plain_globals[name]
-        plain_globals[name] = _plain_python(helper._overrides.get("cpu", helper.py_func), cache, constants)
+        plain_globals[name] = _plain_python(helper._overrides.get(target, helper.py_func), cache, constants, target)
     clone = types.FunctionType(pyfunc.__code__, plain_globals, pyfunc.__name__, pyfunc.__defaults__,
                                pyfunc.__closure__)
     cache[id(pyfunc)] = clone
