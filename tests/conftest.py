@@ -23,8 +23,8 @@ TIERS = ("cpu", "sim", "compile", "gpu")
 #: training runs, several compiles), collected first. With pytest-xdist's ``--no-loadscope-reorder`` (the
 #: runner's default) the workers take files in collection order, so these start at once, longest first,
 #: instead of leaving one worker alone on them at the end of the run.
-LONG_FILES = ("test_property_inputs.py", "test_train_ppo.py", "test_custom_env_tutorial.py", "test_acting.py",
-              "test_mpe_core_builds.py", "test_algo_dist_matrix.py", "test_unvalidated_inputs.py",
+LONG_FILES = ("test_property_inputs.py", "test_train_ppo.py", "test_ippo_learning.py", "test_custom_env_tutorial.py",
+              "test_acting.py", "test_mpe_core_builds.py", "test_algo_dist_matrix.py", "test_unvalidated_inputs.py",
               "test_multigpu.py", "test_simple_tag_api.py")
 
 

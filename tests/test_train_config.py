@@ -28,6 +28,8 @@ def test_precedence_defaults_then_preset_then_explicit(preset):
         if f.name == "preset":
             continue
         want = EXPLICIT[f.name] if f.name in EXPLICIT else values.get(f.name, default(f.name))
+        if f.name == "clip_vloss" and want is None:  # derived: clipped where values are normalised
+            want = c.value_norm
         assert getattr(c, f.name) == want, f.name
     assert c.preset == preset
     if preset is not None:  # the preset does change something the explicit values leave alone

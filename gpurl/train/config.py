@@ -95,7 +95,9 @@ class TrainConfig:
     gamma: float = _doc("discount", default=0.99, ge=0, le=1)
     gae_lambda: float = _doc("GAE lambda", default=0.95, ge=0, le=1)
     clip_coef: float = _doc("PPO ratio clip (0 disables clipping)", default=0.2, ge=0)
-    clip_vloss: bool = _doc("clip the value loss around the old values", default=True)
+    clip_vloss: bool | None = _doc("clip the value loss around the old values (by clip_coef, in the critic's output "
+                                   "units); None: exactly where those units are normalised (value_norm), since on raw "
+                                   "returns of tens a step of 0.2 per update holds the critic back", default=None)
     vf_coef: float = _doc("value loss weight", default=0.5, ge=0)
     ent_coef: float = _doc("entropy bonus weight", default=0.01, ge=0)
     max_grad_norm: float = _doc("gradient-norm clip per group (0 disables)", default=0.5, ge=0)
@@ -193,6 +195,8 @@ class TrainConfig:
         if c.algo not in ALGORITHMS:
             raise ValueError(f"algo must be one of {sorted(ALGORITHMS)}, got {c.algo!r}")
         c = ALGORITHMS[c.algo].adjust_config(c)
+        if c.clip_vloss is None:
+            c.clip_vloss = c.value_norm
         check_fields(c, "config")  # every number against its declared range, every flag a bool
         if c.iters == 0:
             if c.total_steps == 0:
