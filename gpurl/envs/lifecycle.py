@@ -162,7 +162,7 @@ def settle_phase(metrics: tuple[str, ...]) -> Phase:
         return "\n".join(f"{indent}s.{name}[e] = ZERO" for name in metrics) or f"{indent}pass"
 
     source = _SETTLE.replace("{clear_reset}", clear(" " * 12)).replace("{clear_ended}", clear(" " * 8))
-    namespace = {"STEP": STEP, "RUNNING": RUNNING, "ENDED": ENDED, "ZERO": _ZERO}
+    namespace = {"STEP": STEP, "RUNNING": RUNNING, "ENDED": ENDED, "ZERO": _ZERO, "__name__": __name__}  # gpurl's
     exec(compile(source, "<gpurl settle>", "exec"), namespace)
     settle = namespace["settle"]
     settle.__doc__ = f"gpurl's end of a step, clearing metrics {metrics}"

@@ -29,6 +29,11 @@ is recorded in the build cache (:mod:`.build_cache`), named by the build's key a
 later processes skip it. A CUDA launch copies its arrays to the host for the check (one synchronisation,
 in the first launches only) and skips the check while torch captures a CUDA graph.
 
+Only author kernels are checked: a kernel with a phase (or a phase's condition) defined outside the gpurl
+package. The built-in envs' kernels are held to their original implementations by the tests, to
+``NUMBA_BOUNDSCHECK=1`` runs, and on a GPU to the gpu tier's memcheck; checking them again would cost every
+user a plain-Python run at first launch, tens of seconds for the largest (a thousand agents).
+
 What it cannot catch: an index that goes out of bounds only later (after the checked launches: at an
 episode's end, in a rare state, with other data), only in an env other than the first and the last, or
 only through Numba's arithmetic (an int32 that wraps where Python's int does not); a negative index
@@ -88,11 +93,20 @@ def _capturing(target: str) -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
+def authored_outside_gpurl(kernel) -> bool:
+    """Some phase of ``kernel``, or a phase's condition, is defined outside the gpurl package (a generated
+    function counts as the module whose globals it runs in)."""
+    functions = [getattr(f, "py_func", f) for phase in kernel.phases for f in (phase.fn, phase.when) if f is not None]
+    modules = [f.__module__ or f.__globals__.get("__name__") or "" for f in functions]
+    return any(not module.startswith("gpurl.") for module in modules)
+
+
 class BoundsCheck:
     """The bounds checks of one :class:`~.program.EnvKernel`'s launches (see the module docstring)."""
 
     def __init__(self, kernel):
         self.kernel = kernel
+        self.checks = authored_outside_gpurl(kernel)  # else every launch is settled at once
         self._phase_functions = {id(phase.fn) for phase in kernel.phases}
         self._progress: dict[tuple, _Progress] = {}
         self._build_keys: dict[tuple, str] = {}
@@ -102,7 +116,9 @@ class BoundsCheck:
                  stream=None) -> bool:
         """Check this launch if its shapes are not settled; True when they are (no later launch with them
         needs a check). Raises :class:`~.errors.KernelIndexError` for an index out of bounds."""
-        key = (constants, num_envs, num_agents, _shapes(args))
+        if not self.checks:
+            return True
+        key = (constants, target, num_envs, num_agents, _shapes(args))  # a target's own helpers: own check
         progress = self._progress.get(key)
         if progress is not None and progress.settled:
             return True
