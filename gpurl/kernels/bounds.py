@@ -30,9 +30,9 @@ later processes skip it. A CUDA launch copies its arrays to the host for the che
 in the first launches only) and skips the check while torch captures a CUDA graph.
 
 Only author kernels are checked: a kernel with a phase (or a phase's condition) defined outside the gpurl
-package. The built-in envs' kernels are held to their original implementations by the tests, to
-``NUMBA_BOUNDSCHECK=1`` runs, and on a GPU to the gpu tier's memcheck; checking them again would cost every
-user a plain-Python run at first launch, tens of seconds for the largest (a thousand agents).
+package. The built-in envs' kernels are held step by step to their original implementations by the tests,
+and on a GPU by the gpu tier's memcheck; checking them again would cost every user a plain-Python run at
+first launch, tens of seconds for the largest (a thousand agents).
 
 What it cannot catch: an index that goes out of bounds only later (after the checked launches: at an
 episode's end, in a rare state, with other data), only in an env other than the first and the last, or
