@@ -94,11 +94,10 @@ def _capturing(target: str) -> bool:
 
 
 def authored_outside_gpurl(kernel) -> bool:
-    """Some phase of ``kernel``, or a phase's condition, is defined outside the gpurl package (a generated
-    function counts as the module whose globals it runs in)."""
+    """Some phase of ``kernel``, or a phase's condition, is defined outside the gpurl package (gpurl's generated
+    phases are created in its modules' namespaces, so they name those modules)."""
     functions = [getattr(f, "py_func", f) for phase in kernel.phases for f in (phase.fn, phase.when) if f is not None]
-    modules = [f.__module__ or f.__globals__.get("__name__") or "" for f in functions]
-    return any(not module.startswith("gpurl.") for module in modules)
+    return any(not (f.__module__ or "").startswith("gpurl.") for f in functions)
 
 
 class BoundsCheck:
@@ -151,7 +150,7 @@ class BoundsCheck:
 
         copies = _host_copy(args, stream)
         if stream is not None:
-            stream.synchronize()
+            stream.synchronize()  # host-ok: the first launches of a build and shapes only, before any graph
         envs = sorted({0, num_envs - 1})
         ran: set = set()
         try:

@@ -341,9 +341,8 @@ class EnvKernel:
         for an index the compiled CPU build would silently read past; the exception carries
         ``gpurl_phase = (phase, env, agent or None)``. Helpers run their implementation for ``target`` (the
         CPU's by default; ``"cuda"`` for arrays laid out for the CUDA build, e.g. scratch with one row per
-        lane, :func:`~.scratch.lane`). Arithmetic
-        follows Python/NumPy scalar rules, not Numba's typing (no int64 promotion of int32 math): use it
-        to find errors, not to reproduce results bit for bit. ``constants`` as for :meth:`launch`; ``envs``:
+        lane, :func:`~.scratch.lane`). Arithmetic follows Python/NumPy scalar rules, not Numba's typing (no
+        int64 promotion of int32 math): use it to find errors, not to reproduce results bit for bit. ``constants`` as for :meth:`launch`; ``envs``:
         the env indices to run (default: all); ``ran``: a set that gets the index of every phase that ran.
         """
         import numpy as np
