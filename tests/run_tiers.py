@@ -17,7 +17,8 @@ The cpu, sim and compile tiers spread their test files over ``--workers`` pytest
 one per CPU, at most 4). Every test runs on one torch thread (tests/conftest.py) and most of a tier's time
 is single-threaded compilation (Numba, Inductor, NVVM), so two workers on two vCPUs nearly halve it. Files
 stay whole on one worker (``--dist loadfile``): a module's compiled fixtures are built once. In the cpu
-tier workers take files in collection order, where tests/conftest.py puts the longest first (``LONG_FILES``). The gpu tier
+tier workers take files in collection order, where tests/conftest.py puts the longest first (``LONG_FILES``) and
+those whose time is compiles other files make anyway last (``LAST_FILES``). The gpu tier
 runs in one process: its tests share one device and some of them time it.
 """
 from __future__ import annotations

@@ -1,0 +1,248 @@
+#!/usr/bin/env python
+"""Learning parity: each gpurl algorithm side by side with a reference implementation, on the same env, the
+same env-step budget and the same seeds; the return over training (mean and 95% CI over seeds) and curves.
+
+    python bench/learning_parity.py                                  # every pair, seeds 0,1,2
+    python bench/learning_parity.py --pairs ippo:simple_spread --seeds 0,1,2,3,4 --steps 640000
+
+On two vCPUs an IPPO pair takes about 10 minutes per seed (both sides); a MAPPO pair several times that, most
+of it the reference's recurrent networks (JAX on the CPU).
+
+Needs the peers extra (``pip install -e ".[peers]"``: JaxMARL, JAX, matplotlib).
+
+A pair is a gpurl configuration (a preset and the values it changes) and a reference run at its published
+configuration (:data:`PAIRS`). The references are JaxMARL's baselines, which JaxMARL ships as scripts beside
+its package rather than in it, so they are re-implemented as library functions in ``bench/peers_lib`` (each
+module says what is JaxMARL's and what differs). Each side runs at its own configuration (iteration size,
+learning rate, discount...): parity is judged per env step, not per iteration.
+
+The return is each finished episode's undiscounted sum of one agent's rewards, averaged over a group's agents,
+as both sides measure it on their training episodes; an iteration that ends past the budget (gpurl rounds
+the budget up to whole iterations) is not counted. Per seed, the *final* return is the episode-weighted mean
+over the last ``--tail`` of the budget and the *area* the mean over the whole budget; over seeds, their mean
+and 95% confidence interval (Student's t). A pair holds when gpurl's final mean is within the reference's
+interval or above it, for the pair's judged group.
+
+Every run's curve is saved as ``<out>/runs/<pair>-<side>-seed<k>.json`` when it ends (written atomically), and
+a later invocation with the same ``--out``, budget and configuration reuses it, so an interrupted bench
+resumes where it stopped (``--fresh`` runs everything again). The curves go to ``<out>/<pair>.png``. Ends with
+``RESULT {json}``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import print_result  # noqa: E402
+from peers_lib.parity_stats import final_return, mean_ci, on_grid, plot_pair, window_return  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Pair:
+    algo: str  # gpurl's name of the algorithm, as the pair's name starts
+    scenario: str  # the env: gpurl's and mpe2's name
+    preset: str  # gpurl's preset
+    overrides: dict  # what the pair changes in the preset
+    reference: str  # key of REFERENCES
+    judged: str  # the group whose final return decides the pair
+    rename: dict = field(default_factory=dict)  # reference group name -> gpurl's
+
+    @property
+    def name(self) -> str:
+        return f"{self.algo}:{self.scenario}"
+
+
+_IPPO = {"algo": "ppo", "value_norm": False}
+#: Each pair; the judged group of a cooperative scenario is any of its agents (they share the team reward),
+#: simple_tag's is the adversaries (their return rises as they learn to catch; the good agent's falls with it).
+PAIRS = {p.name: p for p in (
+    Pair("ippo", "simple_spread", "simple-spread", _IPPO, "jaxmarl_ippo_ff", "agent"),
+    Pair("ippo", "simple_speaker_listener", "simple-speaker-listener", _IPPO, "jaxmarl_ippo_ff", "listener"),
+    Pair("ippo", "simple_tag", "simple-tag", {"algo": "ppo"}, "jaxmarl_ippo_ff", "adversary", {"agent": "good"}),
+    Pair("mappo", "simple_spread", "simple-spread", {}, "jaxmarl_mappo_rnn", "agent"),
+    Pair("mappo", "simple_speaker_listener", "simple-speaker-listener", {}, "jaxmarl_mappo_rnn", "listener"),
+    Pair("mappo", "simple_tag", "simple-tag-mappo", {}, "jaxmarl_mappo_rnn", "adversary", {"agent": "good"}),
+)}
+
+#: The TrainConfig fields a pair's RESULT shows (what decides learning; the rest are run bookkeeping).
+LEARNING_FIELDS = ("env", "preset", "algo", "num_envs", "rollout_len", "iters", "total_steps", "epochs", "minibatches",
+                   "lr", "anneal_lr", "gamma", "gae_lambda", "clip_coef", "clip_vloss", "vf_coef", "ent_coef",
+                   "max_grad_norm", "norm_adv", "norm_obs", "hidden", "activation", "recurrent", "frame_stack",
+                   "critic_agent_id", "value_norm")
+
+#: reference name -> (label, module in peers_lib, its published configuration's name)
+REFERENCES = {"jaxmarl_ippo_ff": ("JaxMARL IPPO (ippo_ff_mpe)", "jaxmarl_ippo_ff", "JAXMARL_IPPO_FF"),
+              "jaxmarl_mappo_rnn": ("JaxMARL MAPPO (mappo_rnn_mpe)", "jaxmarl_mappo_rnn", "JAXMARL_MAPPO_RNN")}
+
+
+def reference_config(name: str) -> dict:
+    import importlib
+
+    _, module, config = REFERENCES[name]
+    return dict(getattr(importlib.import_module(f"peers_lib.{module}"), config))
+
+
+def run_reference(pair: Pair, budget: int, seeds: list[int], save) -> None:
+    """The reference's runs of ``seeds`` not saved yet (one compile for all of them)."""
+    import importlib
+
+    from peers_lib.mpe_suite import make_jaxmarl, run_config
+
+    module = importlib.import_module(f"peers_lib.{REFERENCES[pair.reference][1]}")
+    train = module.make_train(make_jaxmarl(run_config(pair.scenario)), budget)
+    for seed in seeds:
+        start = time.perf_counter()
+        curve = train(seed)
+        steps = curve.pop("env_steps")
+        groups = {}
+        for key in [k for k in curve if k.startswith("return_sum/")]:
+            g = key.split("/", 1)[1]
+            n = curve[f"episodes/{g}"]
+            groups[pair.rename.get(g, g)] = {"returns": (curve[key] / np.maximum(n, 1)).tolist(), "episodes": n.tolist()}
+        save(seed, {"env_steps": steps.tolist(), "groups": groups, "seconds": time.perf_counter() - start})
+
+
+def run_gpurl(pair: Pair, budget: int, seed: int) -> dict:
+    """One gpurl run of the pair's configuration for ``budget`` env steps; its curve from metrics.csv."""
+    from gpurl.train import build_config
+    from gpurl.train.run import train
+
+    with tempfile.TemporaryDirectory(prefix="gpurl-parity-") as log_dir:
+        cfg = build_config(pair.preset, **pair.overrides, total_steps=budget, seed=seed, device="cpu",
+                           log_dir=log_dir, eval_episodes=0, progress=False, checkpoint_every=0)
+        start = time.perf_counter()
+        train(cfg, say=lambda *a, **k: None)  # metrics.csv: a row per iteration (log_every 1, the default)
+        seconds = time.perf_counter() - start
+        with open(Path(log_dir) / "metrics.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+    names = [k.split("/", 1)[1] for k in rows[0] if k.startswith("return/")]
+    n = [float(r["episodes"] or 0) for r in rows]
+    groups = {g: {"returns": [float(r[f"return/{g}"] or "nan") for r in rows], "episodes": n} for g in names}
+    return {"env_steps": [int(r["env_steps"]) for r in rows], "groups": groups, "seconds": seconds,
+            "config": {k: v for k, v in cfg.to_dict().items() if k in LEARNING_FIELDS}}
+
+
+def write_atomically(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, path)
+
+
+def summarise(pair: Pair, runs: dict[str, dict[int, dict]], budget: int, tail: float, points: int, out: Path) -> dict:
+    """Per side and group: final and area (mean, 95% half-width) over seeds; the plot; the verdict."""
+    sides = {}
+    for side, by_seed in runs.items():
+        groups = sorted({g for run in by_seed.values() for g in run["groups"]})
+        sides[side] = {}
+        for g in groups:
+            curves = [(r["env_steps"], r["groups"][g]["returns"], r["groups"][g]["episodes"]) for r in by_seed.values()]
+            finals = [final_return(*c, budget, tail) for c in curves]
+            areas = [window_return(*c, 0, budget) for c in curves]
+            sides[side][g] = {"final": mean_ci(finals), "area": mean_ci(areas), "final_per_seed": finals,
+                              "grid": [on_grid(*c, budget, points) for c in curves]}
+    label = REFERENCES[pair.reference][0]
+    for g in sides["gpurl"]:
+        series = {"gpurl": sides["gpurl"][g]["grid"], label: sides["reference"].get(g, {}).get("grid", [])}
+        plot_pair(out / f"{pair.name.replace(':', '-')}-{g}.png", f"{pair.name} ({g})", budget,
+                  {k: v for k, v in series.items() if v}, f"return per agent ({g})")
+    ours, ref = sides["gpurl"][pair.judged]["final"], sides["reference"][pair.judged]["final"]
+    holds = ours[0] >= ref[0] - ref[1]
+    for groups in sides.values():
+        for stats in groups.values():
+            stats.pop("grid")
+    return {"sides": sides, "judged": pair.judged, "holds": holds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", default=",".join(PAIRS), help=f"comma-separated, of {sorted(PAIRS)}")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--steps", type=float, default=1_280_000,
+                        help="env steps per run (default: the MPE presets' 256 envs x 50 steps x 100 iterations)")
+    parser.add_argument("--tail", type=float, default=0.1, help="fraction of the budget the final return spans")
+    parser.add_argument("--points", type=int, default=20, help="points of the plotted curves")
+    parser.add_argument("--out", default="runs/learning_parity", help="saved runs and plots")
+    parser.add_argument("--fresh", action="store_true", help="run everything again (ignore saved runs)")
+    args = parser.parse_args()
+    unknown = [p for p in args.pairs.split(",") if p not in PAIRS]
+    if unknown:
+        parser.error(f"unknown pair(s) {unknown}; pairs: {sorted(PAIRS)}")
+    seeds, budget = [int(s) for s in args.seeds.split(",")], int(args.steps)
+    if len(seeds) < 2:
+        parser.error("--seeds: at least 2 seeds (a 95% confidence interval needs them)")
+    out = Path(args.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+
+    import jax
+    import torch
+
+    import gpurl
+    print(f"learning parity: budget {budget} env steps per run, seeds {seeds}, final = last {args.tail:.0%}; "
+          f"gpurl {gpurl.__version__} (torch {torch.__version__}), JAX {jax.__version__} on {jax.default_backend()}; "
+          f"every figure is a CPU figure (this script runs gpurl on the CPU)", flush=True)
+    results = {}
+    for name in args.pairs.split(","):
+        pair = PAIRS[name]
+        ref_config = reference_config(pair.reference)
+        runs: dict[str, dict[int, dict]] = {"gpurl": {}, "reference": {}}
+
+        def path(side: str, seed: int) -> Path:
+            return out / "runs" / f"{name.replace(':', '-')}-{side}-seed{seed}.json"
+
+        def saved(side: str, seed: int, identity: dict) -> dict | None:
+            p = path(side, seed)
+            if args.fresh or not p.exists():
+                return None
+            run = json.loads(p.read_text())
+            return run if run.get("identity") == identity else None
+
+        identity = {"rows": "per iteration", "budget": budget, "reference_config": ref_config, "overrides": pair.overrides, "preset": pair.preset}
+
+        def save_reference(seed: int, run: dict) -> None:
+            run["identity"] = identity
+            write_atomically(path("reference", seed), run)
+            runs["reference"][seed] = run
+            print(f"  {name} reference seed {seed}: {run['seconds']:.0f} s", flush=True)
+
+        for seed in seeds:
+            for side in ("gpurl", "reference"):
+                if (run := saved(side, seed, identity)) is not None:
+                    runs[side][seed] = run
+        missing = [s for s in seeds if s not in runs["reference"]]
+        if missing:
+            run_reference(pair, budget, missing, save_reference)
+        for seed in [s for s in seeds if s not in runs["gpurl"]]:
+            run = {**run_gpurl(pair, budget, seed), "identity": identity}
+            write_atomically(path("gpurl", seed), run)
+            runs["gpurl"][seed] = run
+            print(f"  {name} gpurl seed {seed}: {run['seconds']:.0f} s", flush=True)
+        results[name] = summarise(pair, runs, budget, args.tail, args.points, out)
+        results[name]["gpurl_config"] = runs["gpurl"][seeds[0]]["config"]
+        results[name]["reference_config"] = ref_config
+
+    print(f"\n{'pair':<32}{'group':<11}{'gpurl final':>18}{'reference final':>18}{'gpurl area':>16}"
+          f"{'reference area':>17}  holds")
+    for name, r in results.items():
+        for g, ours in r["sides"]["gpurl"].items():
+            ref = r["sides"]["reference"].get(g)
+            cells = [f"{s[k][0]:.2f} +- {s[k][1]:.2f}" if s else "-" for k in ("final",) for s in (ours, ref)]
+            cells += [f"{s['area'][0]:.2f} +- {s['area'][1]:.2f}" if s else "-" for s in (ours, ref)]
+            verdict = ("yes" if r["holds"] else "NO") if g == r["judged"] else ""
+            print(f"{name:<32}{g:<11}{cells[0]:>18}{cells[1]:>18}{cells[2]:>16}{cells[3]:>17}  {verdict}")
+    print(f"plots: {out}/<pair>-<group>.png")
+    print_result({"benchmark": "learning_parity", "budget_env_steps": budget, "seeds": seeds, "tail": args.tail,
+                  "pairs": results, "all_hold": all(r["holds"] for r in results.values())})
+
+
+if __name__ == "__main__":
+    main()

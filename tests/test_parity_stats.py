@@ -1,0 +1,34 @@
+"""bench/peers_lib/parity_stats.py, the arithmetic of bench/learning_parity.py's verdicts, against hand-computed
+cases (the bench itself needs the peers extra and minutes per run)."""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from peers_lib.parity_stats import final_return, mean_ci, on_grid, t975, window_return  # noqa: E402
+
+pytestmark = pytest.mark.cpu
+
+
+def test_the_interval_is_students_t_over_seeds():
+    mean, half = mean_ci([1.0, 2.0, 3.0])  # sd 1, n 3, t(2) = 4.303
+    assert mean == 2.0 and half == pytest.approx(4.303 / math.sqrt(3))
+    assert t975(4) == 2.776 and t975(11) == 2.228 and t975(100) == 1.96
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        mean_ci([1.0])
+
+
+def test_returns_are_weighted_by_episodes_and_windows_exclude_steps_past_the_budget():
+    steps, returns, episodes = [100, 200, 300, 400], [-10.0, -6.0, -2.0, 50.0], [1, 3, 0, 4]
+    # (100, 400]: iterations 200 (3 episodes of -6) and 400 (4 of 50); 300 ended none
+    assert window_return(steps, returns, episodes, 100, 400) == pytest.approx((3 * -6 + 4 * 50) / 7)
+    # the last quarter of a 300-step budget: only iteration 300, which ended no episode
+    assert math.isnan(final_return(steps, returns, episodes, 300, 0.25))
+    assert final_return(steps, returns, episodes, 300, 0.5) == pytest.approx(-6.0)
+    grid = on_grid(steps, returns, episodes, 400, 2)  # windows (0, 200], (200, 400]
+    np.testing.assert_allclose(grid, [(-10 + 3 * -6) / 4, 50.0])
