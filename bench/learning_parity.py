@@ -62,13 +62,13 @@ class Pair:
         return f"{self.algo}:{self.scenario}"
 
 
-_IPPO = {"algo": "ppo", "value_norm": False}
+_IPPO = {"algo": "ppo", "value_norm": False}  # value_norm: the cooperative presets are MAPPO's
 #: Each pair; the judged group of a cooperative scenario is any of its agents (they share the team reward),
 #: simple_tag's is the adversaries (their return rises as they learn to catch; the good agent's falls with it).
 PAIRS = {p.name: p for p in (
     Pair("ippo", "simple_spread", "simple-spread", _IPPO, "jaxmarl_ippo_ff", "agent"),
     Pair("ippo", "simple_speaker_listener", "simple-speaker-listener", _IPPO, "jaxmarl_ippo_ff", "listener"),
-    Pair("ippo", "simple_tag", "simple-tag", {"algo": "ppo"}, "jaxmarl_ippo_ff", "adversary", {"agent": "good"}),
+    Pair("ippo", "simple_tag", "simple-tag", _IPPO, "jaxmarl_ippo_ff", "adversary", {"agent": "good"}),
     Pair("mappo", "simple_spread", "simple-spread", {}, "jaxmarl_mappo_rnn", "agent"),
     Pair("mappo", "simple_speaker_listener", "simple-speaker-listener", {}, "jaxmarl_mappo_rnn", "listener"),
     Pair("mappo", "simple_tag", "simple-tag-mappo", {}, "jaxmarl_mappo_rnn", "adversary", {"agent": "good"}),

@@ -81,8 +81,9 @@ def make_train(env, total_steps: int, config: dict | None = None):
     critic = _RecurrentHead(c["FC_DIM_SIZE"], H, 1, 1.0)
     tx = optimiser(c, updates)
 
-    def per_actor(obs, names):  # {agent: [E, d]} -> [E * n, d], env-major
-        return jnp.stack([obs[a] for a in names], 1).reshape(E * len(names), -1)
+    def per_actor(values, names):  # {agent: [E, ...]} -> [E * n, ...], env-major
+        stacked = jnp.stack([values[a] for a in names], 1)
+        return stacked.reshape((E * len(names),) + stacked.shape[2:])
 
     def world_state(obs, n):  # every agent's observation in agent order, once per actor: [E * n, world_dim]
         return jnp.repeat(jnp.concatenate([obs[a] for a in env.agents], -1), n, axis=0)
@@ -150,9 +151,9 @@ def make_train(env, total_steps: int, config: dict | None = None):
             obs, env_state, reward, done, _ = jax.vmap(env.step)(jax.random.split(k_env, E), env_state, actions)
             new_done = {}
             for g, names in groups.items():
-                out[g]["reward"] = jnp.stack([reward[a] for a in names], 1).reshape(-1)
+                out[g]["reward"] = per_actor(reward, names)
                 out[g]["episode_end"] = jnp.repeat(done["__all__"], len(names)).astype(jnp.float32)
-                new_done[g] = jnp.stack([done[a] for a in names], 1).reshape(-1)
+                new_done[g] = per_actor(done, names)
             running, stats = episode_step(groups, running, reward, done["__all__"])
             return (states, env_state, obs, new_done, new_hidden, running, key), (out, stats)
 
