@@ -13,6 +13,7 @@ nodes per env step of the variant's rollout captured on its own (``--count-nodes
     python bench/iteration_time.py                                  # ppo vs mappo on simple-tag (CPU)
     python bench/iteration_time.py --variants ppo,mappo,ppo:gru,mappo:gru --preset simple-tag
     python bench/iteration_time.py --device cuda --variants ppo,mappo,qmix --num-envs 4096 --rollout-len 128
+    python bench/iteration_time.py --variants ppo,ppo@clip_vloss=true       # one config value against another
 
 Ends with ``RESULT {"bench": "iteration_time", "preset", "device", "rows": [{"variant",
 "seconds_per_iteration", "env_steps_per_s", "ratio", "phases", "syncs", "cuda_graph", "nodes_per_step"}]}``.
@@ -20,6 +21,7 @@ Ends with ``RESULT {"bench": "iteration_time", "preset", "device", "rows": [{"va
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
 import tempfile
@@ -34,10 +36,21 @@ from gpurl.train.process import configure_process
 
 
 def variant_config(variant: str, preset: str, overrides: dict):
-    algo, _, recurrent = variant.partition(":")
+    """``algo[:recurrent][@field=value...]``: the values after ``@`` are JSON (``true``, ``3``, ``1e-3``) or
+    else strings, set over the preset and the run's overrides."""
+    name, *settings = variant.split("@")
+    algo, _, recurrent = name.partition(":")
     values = {**overrides, "algo": algo, "recurrent": recurrent or "none"}
     if algo != "mappo":
         values["value_norm"] = False
+    for setting in settings:
+        field, sep, text = setting.partition("=")
+        if not sep:
+            raise SystemExit(f"--variants: {setting!r} in {variant!r} is not field=value")
+        try:
+            values[field] = json.loads(text)
+        except json.JSONDecodeError:
+            values[field] = text
     return build_config(preset, **values)
 
 
@@ -83,7 +96,8 @@ def timed_turn(trainer: Trainer, iters: int) -> tuple[float, bool]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="simple-tag")
-    parser.add_argument("--variants", default="ppo,mappo", help="algo or algo:recurrent, comma-separated")
+    parser.add_argument("--variants", default="ppo,mappo",
+                        help="algo[:recurrent][@field=value...], comma-separated")
     parser.add_argument("--train-groups", default="adversary", help="comma-separated ('' = all)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--num-envs", type=int, default=None, help="default: the preset's")

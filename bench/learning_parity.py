@@ -72,6 +72,7 @@ PAIRS = {p.name: p for p in (
     Pair("mappo", "simple_spread", "simple-spread", {}, "jaxmarl_mappo_rnn", "agent"),
     Pair("mappo", "simple_speaker_listener", "simple-speaker-listener", {}, "jaxmarl_mappo_rnn", "listener"),
     Pair("mappo", "simple_tag", "simple-tag-mappo", {}, "jaxmarl_mappo_rnn", "adversary", {"agent": "good"}),
+    *(Pair(q, "simple_spread", f"simple-spread-{q}", {}, f"jaxmarl_{q}_rnn", "agent") for q in ("iql", "vdn", "qmix")),
 )}
 
 #: The TrainConfig fields a pair's RESULT shows (what decides learning; the rest are run bookkeeping).
@@ -80,15 +81,18 @@ LEARNING_FIELDS = ("env", "preset", "algo", "num_envs", "rollout_len", "iters", 
                    "max_grad_norm", "norm_adv", "norm_obs", "hidden", "activation", "recurrent", "frame_stack",
                    "critic_agent_id", "value_norm")
 
-#: reference name -> (label, module in peers_lib, its published configuration's name)
-REFERENCES = {"jaxmarl_ippo_ff": ("JaxMARL IPPO (ippo_ff_mpe)", "jaxmarl_ippo_ff", "JAXMARL_IPPO_FF"),
-              "jaxmarl_mappo_rnn": ("JaxMARL MAPPO (mappo_rnn_mpe)", "jaxmarl_mappo_rnn", "JAXMARL_MAPPO_RNN")}
+#: reference name -> (label, module in peers_lib, its published configuration's name, its ``make_train``)
+REFERENCES = {"jaxmarl_ippo_ff": ("JaxMARL IPPO (ippo_ff_mpe)", "jaxmarl_ippo_ff", "JAXMARL_IPPO_FF", "make_train"),
+              "jaxmarl_mappo_rnn": ("JaxMARL MAPPO (mappo_rnn_mpe)", "jaxmarl_mappo_rnn", "JAXMARL_MAPPO_RNN",
+                                    "make_train"),
+              **{f"jaxmarl_{q}_rnn": (f"JaxMARL {q.upper()} ({q}_rnn)", "jaxmarl_ql_rnn", "JAXMARL_QL_RNN",
+                                      f"make_train_{q}") for q in ("iql", "vdn", "qmix")}}
 
 
 def reference_config(name: str) -> dict:
     import importlib
 
-    _, module, config = REFERENCES[name]
+    _, module, config, _ = REFERENCES[name]
     return dict(getattr(importlib.import_module(f"peers_lib.{module}"), config))
 
 
@@ -98,8 +102,9 @@ def run_reference(pair: Pair, budget: int, seeds: list[int], save) -> None:
 
     from peers_lib.mpe_suite import make_jaxmarl, run_config
 
-    module = importlib.import_module(f"peers_lib.{REFERENCES[pair.reference][1]}")
-    train = module.make_train(make_jaxmarl(run_config(pair.scenario)), budget)
+    _, module, _, factory = REFERENCES[pair.reference]
+    make_train = getattr(importlib.import_module(f"peers_lib.{module}"), factory)
+    train = make_train(make_jaxmarl(run_config(pair.scenario)), budget)
     for seed in seeds:
         start = time.perf_counter()
         curve = train(seed)
@@ -112,14 +117,25 @@ def run_reference(pair: Pair, budget: int, seeds: list[int], save) -> None:
         save(seed, {"env_steps": steps.tolist(), "groups": groups, "seconds": time.perf_counter() - start})
 
 
+def gpurl_config(pair: Pair, budget: int, seed: int = 0, **run_values):
+    """The pair's gpurl TrainConfig for a run of ``budget`` env steps."""
+    from gpurl.train import build_config
+
+    return build_config(pair.preset, **pair.overrides, total_steps=budget, seed=seed, device="cpu",
+                        eval_episodes=0, progress=False, checkpoint_every=0, **run_values)
+
+
+def learning_config(cfg) -> dict:
+    """What decides a run's learning (LEARNING_FIELDS) of a resolved config."""
+    return {k: v for k, v in cfg.to_dict().items() if k in LEARNING_FIELDS}
+
+
 def run_gpurl(pair: Pair, budget: int, seed: int) -> dict:
     """One gpurl run of the pair's configuration for ``budget`` env steps; its curve from metrics.csv."""
-    from gpurl.train import build_config
     from gpurl.train.run import train
 
     with tempfile.TemporaryDirectory(prefix="gpurl-parity-") as log_dir:
-        cfg = build_config(pair.preset, **pair.overrides, total_steps=budget, seed=seed, device="cpu",
-                           log_dir=log_dir, eval_episodes=0, progress=False, checkpoint_every=0)
+        cfg = gpurl_config(pair, budget, seed, log_dir=log_dir)
         start = time.perf_counter()
         train(cfg, say=lambda *a, **k: None)  # metrics.csv: a row per iteration (log_every 1, the default)
         seconds = time.perf_counter() - start
@@ -129,7 +145,7 @@ def run_gpurl(pair: Pair, budget: int, seed: int) -> dict:
     n = [float(r["episodes"] or 0) for r in rows]
     groups = {g: {"returns": [float(r[f"return/{g}"] or "nan") for r in rows], "episodes": n} for g in names}
     return {"env_steps": [int(r["env_steps"]) for r in rows], "groups": groups, "seconds": seconds,
-            "config": {k: v for k, v in cfg.to_dict().items() if k in LEARNING_FIELDS}}
+            "config": learning_config(cfg)}
 
 
 def write_atomically(path: Path, payload: dict) -> None:
@@ -206,23 +222,26 @@ def main() -> None:
             run = json.loads(p.read_text())
             return run if run.get("identity") == identity else None
 
-        identity = {"rows": "per iteration", "budget": budget, "reference_config": ref_config, "overrides": pair.overrides, "preset": pair.preset}
+        # What a saved run must have been made with to be reused: each side's own configuration (as JSON has it).
+        identity = json.loads(json.dumps({
+            "gpurl": {"rows": "per iteration", "budget": budget, "config": learning_config(gpurl_config(pair, budget))},
+            "reference": {"budget": budget, "reference": pair.reference, "config": ref_config}}))
 
         def save_reference(seed: int, run: dict) -> None:
-            run["identity"] = identity
+            run["identity"] = identity["reference"]
             write_atomically(path("reference", seed), run)
             runs["reference"][seed] = run
             print(f"  {name} reference seed {seed}: {run['seconds']:.0f} s", flush=True)
 
         for seed in seeds:
             for side in ("gpurl", "reference"):
-                if (run := saved(side, seed, identity)) is not None:
+                if (run := saved(side, seed, identity[side])) is not None:
                     runs[side][seed] = run
         missing = [s for s in seeds if s not in runs["reference"]]
         if missing:
             run_reference(pair, budget, missing, save_reference)
         for seed in [s for s in seeds if s not in runs["gpurl"]]:
-            run = {**run_gpurl(pair, budget, seed), "identity": identity}
+            run = {**run_gpurl(pair, budget, seed), "identity": identity["gpurl"]}
             write_atomically(path("gpurl", seed), run)
             runs["gpurl"][seed] = run
             print(f"  {name} gpurl seed {seed}: {run['seconds']:.0f} s", flush=True)

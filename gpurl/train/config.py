@@ -211,7 +211,9 @@ class TrainConfig:
         if c.nsys_iters and (len(c.nsys_iters) != 2 or not 0 <= c.nsys_iters[0] < c.nsys_iters[1]):
             raise ValueError(f"nsys_iters must be two iterations first < last (e.g. 2,4), got {c.nsys_iters!r}")
         if c.value_norm and c.algo != "mappo":
-            raise ValueError(f"value_norm normalises a central critic's values: it needs algo 'mappo', got {c.algo!r}")
+            ippo = f"; preset {c.preset}-ippo is its independent PPO" if f"{c.preset}-ippo" in PRESETS else ""
+            raise ValueError(f"value_norm normalises a central critic's values: it needs algo 'mappo', got {c.algo!r} "
+                             f"(turn it off: --no-value-norm, value_norm=False{ippo})")
         if c.minibatches > c.num_envs * c.rollout_len:  # also keeps the learner's sizes within int64
             raise ValueError(f"minibatches ({c.minibatches}) must be <= the samples of a one-agent group per rollout, "
                              f"num_envs x rollout_len = {c.num_envs * c.rollout_len}")
@@ -273,6 +275,16 @@ _TAG_TRAINING = dict(frame_stack=2, lr=1e-3, gamma=0.95, minibatches=8)
 # MPE: 25-step episodes, two per rollout; velocities are observed, so no frame stack.
 _MPE_MAPPO = dict(num_envs=256, rollout_len=50, iters=100, lr=1e-3, gamma=0.95, minibatches=4, ent_coef=0.01,
                   algo="mappo", value_norm=True)
+# The same with independent PPO (each agent's critic on its own observation, values as they come): at least as
+# good as JaxMARL's IPPO baseline on both scenarios (docs/benchmarks.md, bench/learning_parity.py).
+_MPE_IPPO = {**_MPE_MAPPO, "algo": "ppo", "value_norm": False}
+# The value-based family on mpe2's cooperative scenarios: JaxMARL's Q-learning baselines' values where gpurl has
+# the same knob (ql_rnn_mpe.yaml: ReLU, gamma 0.9, lr 0.005 annealed, the target copied every 200 updates,
+# epsilon 1 -> 0.05 over the first 10% of the run), a buffer of 200 steps x 256 envs and 32 updates of 1024
+# transitions per iteration (docs/benchmarks.md, bench/learning_parity.py).
+_MPE_Q_LEARNING = dict(num_envs=256, rollout_len=50, iters=100, lr=5e-3, gamma=0.9, activation="relu",
+                       replay_capacity=200, q_batch=1024, q_updates=32, target_tau=1.0, target_period=200,
+                       eps_decay_frac=0.1)
 
 #: name -> config values; "env_params" replaces the env's parameters as a whole.
 PRESETS: dict[str, dict] = {
@@ -294,6 +306,10 @@ PRESETS: dict[str, dict] = {
     # shares the team reward, every critic reads the global state.
     "simple-spread": dict(env="simple_spread", env_params={}, **_MPE_MAPPO),
     "simple-speaker-listener": dict(env="simple_speaker_listener", env_params={}, **_MPE_MAPPO),
+    "simple-spread-ippo": dict(env="simple_spread", env_params={}, **_MPE_IPPO),
+    "simple-speaker-listener-ippo": dict(env="simple_speaker_listener", env_params={}, **_MPE_IPPO),
+    **{f"simple-spread-{q}": dict(env="simple_spread", env_params={}, algo=q, **_MPE_Q_LEARNING)
+       for q in ("iql", "vdn", "qmix")},
     # tag-small with a GRU actor instead of two stacked frames: the state carries the agent's own motion.
     "tag-small-gru": dict(env="tag_continuous", env_params=TAG_SMALL, num_envs=128, rollout_len=64, iters=160,
                           **{**_TAG_TRAINING, "frame_stack": 1}, recurrent="gru"),
