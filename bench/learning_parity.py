@@ -5,8 +5,8 @@ same env-step budget and the same seeds; the return over training (mean and 95% 
     python bench/learning_parity.py                                  # every pair, seeds 0,1,2
     python bench/learning_parity.py --pairs ippo:simple_spread --seeds 0,1,2,3,4 --steps 640000
 
-On two vCPUs an IPPO pair takes about 10 minutes per seed (both sides); a MAPPO pair several times that, most
-of it the reference's recurrent networks (JAX on the CPU).
+On two vCPUs an IPPO pair takes about 2-3 minutes per seed (both sides), a value-based pair 3-4; a MAPPO pair
+several times that, most of it the reference's recurrent networks (JAX on the CPU).
 
 Needs the peers extra (``pip install -e ".[peers]"``: JaxMARL, JAX, matplotlib).
 
