@@ -75,11 +75,19 @@ PAIRS = {p.name: p for p in (
     *(Pair(q, "simple_spread", f"simple-spread-{q}", {}, f"jaxmarl_{q}_rnn", "agent") for q in ("iql", "vdn", "qmix")),
 )}
 
-#: The TrainConfig fields a pair's RESULT shows (what decides learning; the rest are run bookkeeping).
-LEARNING_FIELDS = ("env", "preset", "algo", "num_envs", "rollout_len", "iters", "total_steps", "epochs", "minibatches",
-                   "lr", "anneal_lr", "gamma", "gae_lambda", "clip_coef", "clip_vloss", "vf_coef", "ent_coef",
-                   "max_grad_norm", "norm_adv", "norm_obs", "hidden", "activation", "recurrent", "frame_stack",
-                   "critic_agent_id", "value_norm")
+#: The TrainConfig fields that decide learning: a pair's RESULT shows them and a saved gpurl run is reused only
+#: where they match. Every other field is in RUN_FIELDS (a test holds the two to every field).
+LEARNING_FIELDS = ("env", "env_params", "preset", "algo", "train_groups", "num_envs", "rollout_len", "iters",
+                   "total_steps", "epochs", "minibatches", "lr", "anneal_lr", "gamma", "gae_lambda", "clip_coef",
+                   "clip_vloss", "vf_coef", "ent_coef", "max_grad_norm", "norm_adv", "norm_obs", "hidden", "activation",
+                   "recurrent", "frame_stack", "critic_agent_id", "value_norm", "replay_capacity", "q_batch",
+                   "q_updates", "target_tau", "target_period", "eps_start", "eps_end", "eps_decay_frac")
+#: Run bookkeeping: where and how a run executes, logs and saves, and its seed (a run's own key).
+RUN_FIELDS = ("seed", "device", "dist", "dist_timeout", "max_staleness", "replication_check_every", "env_modules",
+              "policy_backend", "learner_backend", "cuda_graph", "tf32", "torch_threads", "log_dir", "fresh_log_dir",
+              "log_every", "progress", "checkpoint_every", "resume", "replay_in_checkpoint", "eval_episodes",
+              "render_final", "profile", "nsys_iters", "wandb", "wandb_entity", "wandb_group", "wandb_mode",
+              "wandb_project")
 
 #: reference name -> (label, module in peers_lib, its published configuration's name, its ``make_train``)
 REFERENCES = {"jaxmarl_ippo_ff": ("JaxMARL IPPO (ippo_ff_mpe)", "jaxmarl_ippo_ff", "JAXMARL_IPPO_FF", "make_train"),

@@ -67,3 +67,15 @@ def test_the_ippo_presets_carry_the_ippo_pairs_configuration():
         pair = PAIRS[f"ippo:{scenario}"]
         assert pair.preset == preset
         assert resolved(f"{preset}-ippo") == resolved(pair.preset, **pair.overrides)
+
+
+def test_every_config_field_either_decides_learning_or_is_run_bookkeeping():
+    """A saved gpurl run is reused only where LEARNING_FIELDS match, so a new TrainConfig field must be sorted
+    into one of the two lists (left out, a change of it would silently reuse runs made without it)."""
+    import dataclasses
+
+    from gpurl.train.config import TrainConfig
+    from learning_parity import LEARNING_FIELDS, RUN_FIELDS
+
+    assert not set(LEARNING_FIELDS) & set(RUN_FIELDS)
+    assert set(LEARNING_FIELDS) | set(RUN_FIELDS) == {f.name for f in dataclasses.fields(TrainConfig)}
