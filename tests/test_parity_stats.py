@@ -39,12 +39,11 @@ def test_every_pair_is_a_valid_configuration_of_its_algorithm_beside_a_known_ref
     minutes into the bench (the references' modules need JAX, so their factories are found in the source)."""
     import ast
 
-    from gpurl.train import build_config
-    from learning_parity import PAIRS, REFERENCES
+    from learning_parity import PAIRS, REFERENCES, gpurl_config
 
     bench = Path(__file__).resolve().parent.parent / "bench" / "peers_lib"
     for pair in PAIRS.values():
-        cfg = build_config(pair.preset, **pair.overrides, total_steps=1_280_000, seed=0, device="cpu")
+        cfg = gpurl_config(pair, 1_280_000)
         assert cfg.algo == {"ippo": "ppo"}.get(pair.algo, pair.algo), pair.name
         assert cfg.env == pair.scenario, pair.name
         _, module, config, factory = REFERENCES[pair.reference]

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from gpurl.train.cli import config_from_args
 from gpurl.algos import ALGORITHM_SPECIFIC_FIELDS, ALGORITHMS
+from gpurl.train.cli import config_from_args
 from gpurl.train.config import PRESETS, TAG_SMALL, TrainConfig, build_config
 
 pytestmark = pytest.mark.cpu

@@ -62,7 +62,7 @@ import optax
 from flax.linen.initializers import constant, orthogonal
 
 from .jaxmarl_common import agent_groups, curve_of, episode_step, seeded
-from .jaxmarl_mappo_rnn import _ScannedGRU
+from .jaxmarl_mappo_rnn import _ScannedGRU  # JaxMARL's ScannedRNN; its flax name keys the init, so shared as is
 
 #: ql_rnn_mpe.yaml, bar TOTAL_TIMESTEPS (the budget is make_train's argument) and NUM_STEPS (26 there: the
 #: episode length of JaxMARL's simple_spread; 25 is this env's, see the module's docstring).
