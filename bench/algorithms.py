@@ -11,7 +11,8 @@ reward) against uniformly random good agents, from the ``simple-tag`` / ``simple
 train every agent of mpe2's cooperative simple_spread and simple_speaker_listener (the ``simple-spread`` and
 ``simple-speaker-listener`` presets; one team reward, reported for the ``agent`` / ``listener`` group).
 ``iql-spread``, ``vdn-spread`` and ``qmix-spread`` train simple_spread's team with the value-based
-algorithms, beside ``ippo-spread`` (independent PPO) on the same budget; they also report transitions/s into
+algorithms (the ``simple-spread-iql``/``-vdn``/``-qmix`` presets), beside ``ippo-spread`` (independent PPO,
+``simple-spread-ippo``) on the same budget; they also report transitions/s into
 the replay buffer and updates/s. The Tag rows ask whether a recurrent policy
 replaces ``frame_stack``: tag-small (taggers and runners both learn) with two stacked frames, with one
 frame, and with a GRU and one frame (``tag-small-gru``). Each task reports its ``group``'s mean return
@@ -37,29 +38,25 @@ from gpurl.train.process import configure_process
 from gpurl.train.run import train
 
 ADVERSARIES = dict(train_groups=("adversary",), iters=60)
-SPREAD = dict(iters=60, value_norm=False)  # the simple-spread preset is MAPPO's; value_norm is MAPPO's alone
-Q_LEARNING = dict(replay_capacity=200, q_batch=1024, q_updates=32, target_tau=0.01)
 #: name -> (preset, config values over it, the group whose return is reported)
 TASKS = {
     "ppo": ("simple-tag", dict(ADVERSARIES), "adversary"),
     # A2C takes one gradient step per rollout: short rollouts of fewer envs give it as many env steps
     # in 20 times as many updates.
     "a2c": ("simple-tag", dict(ADVERSARIES, algo="a2c", num_envs=64, rollout_len=10, iters=1200, lr=2e-3), "adversary"),
-    "mappo": ("simple-tag-mappo", dict(ADVERSARIES), "adversary"),
+    # The MAPPO presets run 64 envs (the others 256): four times the iterations make the same budget.
+    "mappo": ("simple-tag-mappo", dict(ADVERSARIES, iters=240), "adversary"),
     "ppo-gru": ("simple-tag", dict(ADVERSARIES, recurrent="gru"), "adversary"),
-    "mappo-gru": ("simple-tag-mappo", dict(ADVERSARIES, recurrent="gru"), "adversary"),
-    "mappo-spread": ("simple-spread", dict(iters=60), "agent"),
-    "mappo-speaker-listener": ("simple-speaker-listener", dict(iters=60), "listener"),
+    "mappo-gru": ("simple-tag-mappo", dict(ADVERSARIES, iters=240, recurrent="gru"), "adversary"),
+    "mappo-spread": ("simple-spread", dict(iters=240), "agent"),
+    "mappo-speaker-listener": ("simple-speaker-listener", dict(iters=240), "listener"),
     "ppo-tag-2frames": ("tag-small", dict(iters=80), "tagger"),
     "ppo-tag-1frame": ("tag-small", dict(iters=80, frame_stack=1), "tagger"),
     "ppo-tag-gru": ("tag-small-gru", dict(iters=80), "tagger"),
     # The value-based family on simple_spread (one team reward), beside independent PPO with the same
-    # budget. The replay buffer keeps 200 steps x 256 envs; 32 updates of 1024 transitions per iteration
-    # replay each transition about 2.5 times.
-    "ippo-spread": ("simple-spread", dict(SPREAD, algo="ppo"), "agent"),
-    "iql-spread": ("simple-spread", dict(SPREAD, **Q_LEARNING, algo="iql"), "agent"),
-    "vdn-spread": ("simple-spread", dict(SPREAD, **Q_LEARNING, algo="vdn"), "agent"),
-    "qmix-spread": ("simple-spread", dict(SPREAD, **Q_LEARNING, algo="qmix"), "agent"),
+    # budget, each from its preset (the learning-parity pairs' configurations).
+    "ippo-spread": ("simple-spread-ippo", dict(iters=60), "agent"),
+    **{f"{q}-spread": (f"simple-spread-{q}", dict(iters=60), "agent") for q in ("iql", "vdn", "qmix")},
 }
 
 

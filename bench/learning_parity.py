@@ -10,7 +10,7 @@ several times that, most of it the reference's recurrent networks (JAX on the CP
 
 Needs the peers extra (``pip install -e ".[peers]"``: JaxMARL, JAX, matplotlib).
 
-A pair is a gpurl configuration (a preset and the values it changes) and a reference run at its published
+A pair is a gpurl preset, run as it is, and a reference run at its published
 configuration (:data:`PAIRS`). The references are JaxMARL's baselines, which JaxMARL ships as scripts beside
 its package rather than in it, so they are re-implemented as library functions in ``bench/peers_lib`` (each
 module says what is JaxMARL's and what differs). Each side runs at its own configuration (iteration size,
@@ -51,8 +51,7 @@ from peers_lib.parity_stats import final_return, mean_ci, on_grid, plot_pair, wi
 class Pair:
     algo: str  # gpurl's name of the algorithm, as the pair's name starts
     scenario: str  # the env: gpurl's and mpe2's name
-    preset: str  # gpurl's preset
-    overrides: dict  # what the pair changes in the preset
+    preset: str  # gpurl's preset, run as it is (the one whose curves docs/benchmarks.md shows)
     reference: str  # key of REFERENCES
     judged: str  # the group whose final return decides the pair
     rename: dict = field(default_factory=dict)  # reference group name -> gpurl's
@@ -62,17 +61,16 @@ class Pair:
         return f"{self.algo}:{self.scenario}"
 
 
-_IPPO = {"algo": "ppo", "value_norm": False}  # value_norm: the cooperative presets are MAPPO's
 #: Each pair; the judged group of a cooperative scenario is any of its agents (they share the team reward),
 #: simple_tag's is the adversaries (their return rises as they learn to catch; the good agent's falls with it).
 PAIRS = {p.name: p for p in (
-    Pair("ippo", "simple_spread", "simple-spread", _IPPO, "jaxmarl_ippo_ff", "agent"),
-    Pair("ippo", "simple_speaker_listener", "simple-speaker-listener", _IPPO, "jaxmarl_ippo_ff", "listener"),
-    Pair("ippo", "simple_tag", "simple-tag", _IPPO, "jaxmarl_ippo_ff", "adversary", {"agent": "good"}),
-    Pair("mappo", "simple_spread", "simple-spread", {}, "jaxmarl_mappo_rnn", "agent"),
-    Pair("mappo", "simple_speaker_listener", "simple-speaker-listener", {}, "jaxmarl_mappo_rnn", "listener"),
-    Pair("mappo", "simple_tag", "simple-tag-mappo", {}, "jaxmarl_mappo_rnn", "adversary", {"agent": "good"}),
-    *(Pair(q, "simple_spread", f"simple-spread-{q}", {}, f"jaxmarl_{q}_rnn", "agent") for q in ("iql", "vdn", "qmix")),
+    Pair("ippo", "simple_spread", "simple-spread-ippo", "jaxmarl_ippo_ff", "agent"),
+    Pair("ippo", "simple_speaker_listener", "simple-speaker-listener-ippo", "jaxmarl_ippo_ff", "listener"),
+    Pair("ippo", "simple_tag", "simple-tag", "jaxmarl_ippo_ff", "adversary", {"agent": "good"}),
+    Pair("mappo", "simple_spread", "simple-spread", "jaxmarl_mappo_rnn", "agent"),
+    Pair("mappo", "simple_speaker_listener", "simple-speaker-listener", "jaxmarl_mappo_rnn", "listener"),
+    Pair("mappo", "simple_tag", "simple-tag-mappo", "jaxmarl_mappo_rnn", "adversary", {"agent": "good"}),
+    *(Pair(q, "simple_spread", f"simple-spread-{q}", f"jaxmarl_{q}_rnn", "agent") for q in ("iql", "vdn", "qmix")),
 )}
 
 #: The TrainConfig fields that decide learning: a pair's RESULT shows them and a saved gpurl run is reused only
@@ -129,7 +127,7 @@ def gpurl_config(pair: Pair, budget: int, seed: int = 0, **run_values):
     """The pair's gpurl TrainConfig for a run of ``budget`` env steps."""
     from gpurl.train import build_config
 
-    return build_config(pair.preset, **pair.overrides, total_steps=budget, seed=seed, device="cpu",
+    return build_config(pair.preset, total_steps=budget, seed=seed, device="cpu",
                         eval_episodes=0, progress=False, checkpoint_every=0, **run_values)
 
 

@@ -35,7 +35,7 @@ def test_returns_are_weighted_by_episodes_and_windows_exclude_steps_past_the_bud
 
 
 def test_every_pair_is_a_valid_configuration_of_its_algorithm_beside_a_known_reference():
-    """A pair whose overrides a config refuses, or whose reference names no module function, would only fail
+    """A pair whose preset a config refuses, or whose reference names no module function, would only fail
     minutes into the bench (the references' modules need JAX, so their factories are found in the source)."""
     import ast
 
@@ -51,21 +51,6 @@ def test_every_pair_is_a_valid_configuration_of_its_algorithm_beside_a_known_ref
         names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
         names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
         assert {factory, config} <= names, (pair.name, module)
-
-
-def test_the_ippo_presets_carry_the_ippo_pairs_configuration():
-    """`--preset simple-spread-ippo` is what bench/learning_parity.py's IPPO pair runs (the MAPPO preset with
-    independent PPO), so the preset a user picks is the one whose curves docs/benchmarks.md shows."""
-    from gpurl.train import build_config
-    from learning_parity import PAIRS
-
-    def resolved(preset, **values):
-        return {k: v for k, v in build_config(preset, **values).to_dict().items() if k != "preset"}
-
-    for scenario, preset in (("simple_spread", "simple-spread"), ("simple_speaker_listener", "simple-speaker-listener")):
-        pair = PAIRS[f"ippo:{scenario}"]
-        assert pair.preset == preset
-        assert resolved(f"{preset}-ippo") == resolved(pair.preset, **pair.overrides)
 
 
 def test_every_config_field_either_decides_learning_or_is_run_bookkeeping():

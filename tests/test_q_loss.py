@@ -40,12 +40,12 @@ def test_iql_and_vdn_losses_on_paper():
     # IQL targets: [1 + 1.5, 0 + 2], [2, 2] (terminated) -> errors [1.5, 0], [1.5, 2.5]
     iql = q_loss("iql", q, nxt, reward, terminated, gamma)
     assert iql.item() == pytest.approx((1.5**2 + 0 + 1.5**2 + 2.5**2) / 4)
-    # VDN: team reward = mean: 0.5, 2; Q_tot = 3, 0; targets 0.5 + 0.5 * 7 = 4, 2 -> errors 1, 2
+    # VDN: team reward = sum (JaxMARL's): 1, 4; Q_tot = 3, 0; targets 1 + 0.5 * 7 = 4.5, 4 -> errors 1.5, 4
     vdn = q_loss("vdn", q, nxt, reward, terminated, gamma)
-    assert vdn.item() == pytest.approx((1 + 4) / 2)
+    assert vdn.item() == pytest.approx((1.5**2 + 4**2) / 2)
     vdn.backward()
     # d/dq_i of mean((Q_tot - y)^2) = 2 (Q_tot - y) / B for every agent of the transition
-    assert q.grad.tolist() == [[-1.0, -1.0], [-2.0, -2.0]]
+    assert q.grad.tolist() == [[-1.5, -1.5], [-4.0, -4.0]]
 
 
 def hand_set_mixer(w1: float, b1: float, w2: float, v: float, n: int = 2, embed: int = 1) -> QMixer:
@@ -72,7 +72,7 @@ def test_qmix_loss_on_paper():
     elu = lambda x: x if x > 0 else torch.expm1(torch.tensor(x)).item()  # noqa: E731
     q_tot = [3 * elu(2 * 0.75 + 0.5) + 1, 3 * elu(2 * -1.5 + 0.5) + 1]
     next_tot = [elu(2.0), elu(2.0)]  # target mixer: W1 = 1, w2 = 1: elu(q1 + q2)
-    y = [1 + 0.9 * next_tot[0], 0 + 0.9 * next_tot[1]]
+    y = [2 + 0.9 * next_tot[0], 0 + 0.9 * next_tot[1]]  # team reward: the agents' sum
     expected = ((q_tot[0] - y[0]) ** 2 + (q_tot[1] - y[1]) ** 2) / 2
     assert loss.item() == pytest.approx(expected, rel=1e-6)
 

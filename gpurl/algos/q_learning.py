@@ -14,8 +14,8 @@ a :class:`~.q_loss.QMixer` per group (and its target) on the env's global state.
   norm clipped, one Adam step; then the targets move towards the online networks (``target_tau``, every
   ``target_period`` updates; tau 1 is a hard copy).
 
-VDN and QMIX learn a group's team value from its team reward (the mean of its agents' rewards; a group
-declares a team reward by giving all its agents the same reward).
+VDN and QMIX learn a group's team value from its team reward, the sum of its agents' rewards (JaxMARL's and
+EPyMARL's convention; :mod:`.q_loss`).
 """
 from __future__ import annotations
 

@@ -8,10 +8,13 @@ Shapes: B sampled transitions, n agents of one group, A actions per agent, S the
 - QMIX: the group's Q is a monotonic mix of its agents' Qs, with weights made non-negative (``abs``) by
   hypernetworks of the global state, learned from the team reward.
 
-The team reward of a group is the mean of its agents' rewards: a group declares a team reward by giving
-every agent the same reward (mpe2's cooperative scenarios, simple_tag's adversaries), and then the mean is
-that reward. A terminated transition does not bootstrap; a truncated one does (its next input is the final
-observation, see gpurl.train.replay).
+The team reward of a group is the sum of its agents' rewards, as JaxMARL's baselines (their global reward)
+and EPyMARL (reward_scalarisation "sum") take it; where every agent gets the same reward (simple_tag's
+adversaries) it is n times that reward. The scale matters: with the mean, VDN on simple_spread ended below
+JaxMARL's vdn_rnn at equal env steps, and within its interval with the sum (docs/benchmarks.md, 2026-11-29).
+
+A terminated transition does not bootstrap; a truncated one does (its next input is the final observation,
+see gpurl.train.replay).
 """
 from __future__ import annotations
 
@@ -89,7 +92,7 @@ def q_loss(kind: str, q_taken: torch.Tensor, next_value: torch.Tensor, reward: t
     next_value = next_value.detach()
     if kind == "iql":
         return _weighted_mse(q_taken, td_target(reward, terminated, next_value, gamma), weight)
-    team_reward = reward.mean(-1)
+    team_reward = reward.sum(-1)
     if kind == "vdn":
         return _weighted_mse(q_taken.sum(-1), td_target(team_reward, terminated, next_value.sum(-1), gamma), weight)
     if kind == "qmix":
