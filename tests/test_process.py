@@ -21,11 +21,15 @@ def test_large_blocks_come_from_the_heap_after_it():
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
-    # An mmapped block is page-aligned plus glibc's 16-byte header; a heap block of 8 MiB is not
-    # (it is carved from the arena), so the address tells where it came from.
+    # glibc marks a chunk it mmapped by itself with IS_MMAPPED (0x2) in the size word just before the
+    # block; a block carved from the arena has it clear. (The address alone does not tell: where brk cannot
+    # grow, glibc extends the arena with an mmapped region, whose first block is page-aligned plus 16 too.)
+    is_mmapped = 0x2
     blocks = [libc.malloc(8 << 20) for _ in range(3)]
     try:
-        assert all(b % 4096 != 16 for b in blocks), [hex(b) for b in blocks]
+        size_words = [ctypes.c_size_t.from_address(b - ctypes.sizeof(ctypes.c_size_t)).value for b in blocks]
+        assert all(w >= 8 << 20 for w in size_words), [hex(w) for w in size_words]  # the size word, read right
+        assert not any(w & is_mmapped for w in size_words), [(hex(b), hex(w)) for b, w in zip(blocks, size_words)]
     finally:
         for b in blocks:
             libc.free(b)
