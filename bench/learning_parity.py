@@ -8,7 +8,13 @@ same env-step budget and the same seeds; the return over training (mean and 95% 
 On two vCPUs an IPPO pair takes about 2-3 minutes per seed (both sides), a value-based pair 3-4; a MAPPO pair
 several times that, most of it the reference's recurrent networks (JAX on the CPU).
 
-Needs the peers extra (``pip install -e ".[peers]"``: JaxMARL, JAX, matplotlib).
+Needs the peers extra (``pip install -e ".[peers]"``: JaxMARL, JAX, matplotlib). The ``@paper`` pairs (not run
+by default) compare gpurl's MAPPO with the MAPPO paper's own code (marlbenchmark/on-policy, rmappo at its
+published MPE configurations; ``bench/peers_lib/onpolicy_mappo.py``), which is not a package: clone it and set
+``ONPOLICY_PATH`` to the clone. Its env is made mpe2's task (landmark draws, integration order) and its rewards
+mapped to mpe2's; the bench checks both against mpe2 step for step before it trains.
+
+    ONPOLICY_PATH=~/on-policy python bench/learning_parity.py --pairs mappo:simple_speaker_listener@paper --steps 2e6
 
 A pair is a gpurl preset, run as it is, and a reference run at its published
 configuration (:data:`PAIRS`). The references are JaxMARL's baselines, which JaxMARL ships as scripts beside
@@ -55,10 +61,11 @@ class Pair:
     reference: str  # key of REFERENCES
     judged: str  # the group whose final return decides the pair
     rename: dict = field(default_factory=dict)  # reference group name -> gpurl's
+    tag: str = ""  # tells apart two pairs of one algorithm and scenario (their references differ)
 
     @property
     def name(self) -> str:
-        return f"{self.algo}:{self.scenario}"
+        return f"{self.algo}:{self.scenario}" + (f"@{self.tag}" if self.tag else "")
 
 
 #: Each pair; the judged group of a cooperative scenario is any of its agents (they share the team reward),
@@ -71,7 +78,12 @@ PAIRS = {p.name: p for p in (
     Pair("mappo", "simple_speaker_listener", "simple-speaker-listener", "jaxmarl_mappo_rnn", "listener"),
     Pair("mappo", "simple_tag", "simple-tag-mappo", "jaxmarl_mappo_rnn", "adversary", {"agent": "good"}),
     *(Pair(q, "simple_spread", f"simple-spread-{q}", f"jaxmarl_{q}_rnn", "agent") for q in ("iql", "vdn", "qmix")),
+    # The MAPPO paper's own code at its published MPE configurations (needs its checkout: ONPOLICY_PATH).
+    Pair("mappo", "simple_spread", "simple-spread", "onpolicy_rmappo", "agent", tag="paper"),
+    Pair("mappo", "simple_speaker_listener", "simple-speaker-listener", "onpolicy_rmappo", "listener", tag="paper"),
 )}
+#: What a plain run compares: the pairs whose references come with the peers extra.
+DEFAULT_PAIRS = tuple(name for name, p in PAIRS.items() if not p.tag)
 
 #: The TrainConfig fields that decide learning: a pair's RESULT shows them and a saved gpurl run is reused only
 #: where they match. Every other field is in RUN_FIELDS (a test holds the two to every field).
@@ -87,19 +99,25 @@ RUN_FIELDS = ("seed", "device", "dist", "dist_timeout", "max_staleness", "replic
               "render_final", "profile", "nsys_iters", "wandb", "wandb_entity", "wandb_group", "wandb_mode",
               "wandb_project")
 
-#: reference name -> (label, module in peers_lib, its published configuration's name, its ``make_train``)
+#: reference name -> (label, module in peers_lib, its published configuration's name, its ``make_train``). A
+#: JaxMARL ``make_train`` takes the env and the budget. The MAPPO paper's takes the scenario's name and the
+#: budget, and its configuration's name is a dict of one configuration per scenario.
 REFERENCES = {"jaxmarl_ippo_ff": ("JaxMARL IPPO (ippo_ff_mpe)", "jaxmarl_ippo_ff", "JAXMARL_IPPO_FF", "make_train"),
               "jaxmarl_mappo_rnn": ("JaxMARL MAPPO (mappo_rnn_mpe)", "jaxmarl_mappo_rnn", "JAXMARL_MAPPO_RNN",
                                     "make_train"),
               **{f"jaxmarl_{q}_rnn": (f"JaxMARL {q.upper()} ({q}_rnn)", "jaxmarl_ql_rnn", "JAXMARL_QL_RNN",
-                                      f"make_train_{q}") for q in ("iql", "vdn", "qmix")}}
+                                      f"make_train_{q}") for q in ("iql", "vdn", "qmix")},
+              "onpolicy_rmappo": ("MAPPO paper (on-policy rmappo)", "onpolicy_mappo", "PUBLISHED", "make_train")}
+#: The references whose ``make_train`` builds its own env from the scenario's name.
+BUILDS_OWN_ENV = ("onpolicy_rmappo",)
 
 
-def reference_config(name: str) -> dict:
+def reference_config(pair: Pair) -> dict:
     import importlib
 
-    _, module, config, _ = REFERENCES[name]
-    return dict(getattr(importlib.import_module(f"peers_lib.{module}"), config))
+    _, module, config, _ = REFERENCES[pair.reference]
+    published = getattr(importlib.import_module(f"peers_lib.{module}"), config)
+    return dict(published[pair.scenario] if pair.reference in BUILDS_OWN_ENV else published)
 
 
 def run_reference(pair: Pair, budget: int, seeds: list[int], save) -> None:
@@ -109,8 +127,15 @@ def run_reference(pair: Pair, budget: int, seeds: list[int], save) -> None:
     from peers_lib.mpe_suite import make_jaxmarl, run_config
 
     _, module, _, factory = REFERENCES[pair.reference]
-    make_train = getattr(importlib.import_module(f"peers_lib.{module}"), factory)
-    train = make_train(make_jaxmarl(run_config(pair.scenario)), budget)
+    peer = importlib.import_module(f"peers_lib.{module}")
+    make_train = getattr(peer, factory)
+    if pair.reference in BUILDS_OWN_ENV:
+        # Their env, made mpe2's task, must give mpe2's rewards step for step before its returns are compared.
+        print(f"  {pair.name}: their env against mpe2's, from the same states with the same actions: "
+              f"{peer.check_reward_map(pair.scenario)}", flush=True)
+        train = make_train(pair.scenario, budget)
+    else:
+        train = make_train(make_jaxmarl(run_config(pair.scenario)), budget)
     for seed in seeds:
         start = time.perf_counter()
         curve = train(seed)
@@ -187,7 +212,10 @@ def summarise(pair: Pair, runs: dict[str, dict[int, dict]], budget: int, tail: f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pairs", default=",".join(PAIRS), help=f"comma-separated, of {sorted(PAIRS)}")
+    parser.add_argument("--pairs", default=",".join(DEFAULT_PAIRS),
+                        help=f"comma-separated, of {sorted(PAIRS)} (default: those without '@'; an '@paper' pair "
+                             "needs the MAPPO paper's code: git clone https://github.com/marlbenchmark/on-policy, "
+                             "then ONPOLICY_PATH=<that directory>)")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--steps", type=float, default=1_280_000,
                         help="env steps per run (default: the MPE presets' 256 envs x 50 steps x 100 iterations)")
@@ -215,7 +243,7 @@ def main() -> None:
     results = {}
     for name in args.pairs.split(","):
         pair = PAIRS[name]
-        ref_config = reference_config(pair.reference)
+        ref_config = reference_config(pair)
         runs: dict[str, dict[int, dict]] = {"gpurl": {}, "reference": {}}
 
         def path(side: str, seed: int) -> Path:
