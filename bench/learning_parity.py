@@ -283,7 +283,8 @@ def main() -> None:
         results[name]["gpurl_config"] = runs["gpurl"][seeds[0]]["config"]
         results[name]["reference_config"] = ref_config
 
-    print(f"\n{'pair':<32}{'group':<11}{'gpurl final':>18}{'reference final':>18}{'gpurl area':>16}"
+    width = max(len(name) for name in results) + 2
+    print(f"\n{'pair':<{width}}{'group':<11}{'gpurl final':>18}{'reference final':>18}{'gpurl area':>16}"
           f"{'reference area':>17}  holds")
     for name, r in results.items():
         for g, ours in r["sides"]["gpurl"].items():
@@ -291,7 +292,7 @@ def main() -> None:
             cells = [f"{s[k][0]:.2f} +- {s[k][1]:.2f}" if s else "-" for k in ("final",) for s in (ours, ref)]
             cells += [f"{s['area'][0]:.2f} +- {s['area'][1]:.2f}" if s else "-" for s in (ours, ref)]
             verdict = ("yes" if r["holds"] else "NO") if g == r["judged"] else ""
-            print(f"{name:<32}{g:<11}{cells[0]:>18}{cells[1]:>18}{cells[2]:>16}{cells[3]:>17}  {verdict}")
+            print(f"{name:<{width}}{g:<11}{cells[0]:>18}{cells[1]:>18}{cells[2]:>16}{cells[3]:>17}  {verdict}")
     print(f"plots: {out}/<pair>-<group>.png")
     print_result({"benchmark": "learning_parity", "budget_env_steps": budget, "seeds": seeds, "tail": args.tail,
                   "pairs": results, "all_hold": all(r["holds"] for r in results.values())})
