@@ -130,9 +130,11 @@ def run_reference(pair: Pair, budget: int, seeds: list[int], save) -> None:
     peer = importlib.import_module(f"peers_lib.{module}")
     make_train = getattr(peer, factory)
     if pair.reference in BUILDS_OWN_ENV:
+        from peers_lib.onpolicy_check import check_reward_map
+
         # Their env, made mpe2's task, must give mpe2's rewards step for step before its returns are compared.
         print(f"  {pair.name}: their env against mpe2's, from the same states with the same actions: "
-              f"{peer.check_reward_map(pair.scenario)}", flush=True)
+              f"{check_reward_map(pair.scenario)}", flush=True)
         train = make_train(pair.scenario, budget)
     else:
         train = make_train(make_jaxmarl(run_config(pair.scenario)), budget)
