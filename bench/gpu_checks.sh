@@ -9,8 +9,12 @@
 # writes its log under $OUT as it goes (a lease returns only what is under $OUT). Benchmarks compare
 # side by side within one run (ratios), so the tier's compile work beside them shifts both sides alike.
 #
+# A later call in the same session may run a part of it (only 8 files come back from a call, and each step
+# writes one): STEPS names the steps to run (default: all), GPU_TIER the gpu tier's test files ("none": no
+# tier), e.g. STEPS="launch_paths peers_envs" GPU_TIER="tests/test_gpu_smoke.py" OUT=... bash bench/gpu_checks.sh 300
+#
 # Missing Python packages travel as wheels in ./.whl: `bash bench/gpu_wheels.sh` downloads them here (the
-# 'cuda' image lacks gymnasium, farama-notifications, nvtx, pettingzoo, mpe2, pygame-ce (mpe2 imports it),
+# 'cuda' image lacks gymnasium, farama-notifications, nvtx, pettingzoo, mpe2, pygame-ce (mpe2 imports it), TorchRL and VMAS,
 # jaxmarl, gymnax, and numpy 2.4.6, because numba-cuda 0.30.4 does not import under the image's numpy 2.5),
 # and the device call carries .whl. A numba-cuda wheel there is used only when the machine's own is missing
 # or older than gpurl's floor.
@@ -31,6 +35,7 @@ left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 # step NAME SECONDS CMD...: run CMD with at most SECONDS (and never past the budget), log to $OUT/NAME.log.
 step() {
     local name=$1 cap=$2; shift 2
+    if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]]; then return; fi
     local t; t=$(left); (( t > cap )) && t=$cap
     if (( t < 15 )); then echo "== $name: skipped, budget spent" | tee -a "$OUT/summary.log"; return; fi
     echo "== $name (at most ${t}s): $*" | tee -a "$OUT/summary.log"
@@ -64,7 +69,8 @@ fi
 $PY - >>"$OUT/machine.log" 2>&1 <<'EOF'
 from importlib.metadata import version
 import torch
-for name in ("torch", "triton", "numba", "numba-cuda", "llvmlite", "cupy-cuda13x", "jax", "gymnasium", "nvtx"):
+for name in ("torch", "triton", "numba", "numba-cuda", "llvmlite", "cupy-cuda13x", "cuda-core", "cuda-bindings", "jax",
+             "gymnasium", "nvtx", "torchrl", "tensordict", "vmas"):
     try:
         print(name, version(name))
     except Exception as exc:
@@ -79,31 +85,32 @@ NVCC=$(command -v nvcc || true)
 export PATH="$PATH:/usr/local/cuda/bin${NVCC:+:$(dirname "$(readlink -f "$NVCC")")}"
 
 # The gpu tier, in the background (the memcheck tests run as a step of their own, last: they are slow).
+GPU_TIER=${GPU_TIER:-}
 (
+    [ "$GPU_TIER" = none ] && exit 0
     timeout --signal=INT --kill-after=10 $(( BUDGET - 30 )) \
-        $PY tests/run_tiers.py --tiers gpu -v -rs --durations=25 --deselect tests/test_gpu_kernel_bounds.py \
+        $PY tests/run_tiers.py --tiers gpu -v -rs --durations=25 --deselect tests/test_gpu_kernel_bounds.py $GPU_TIER \
         >"$OUT/gpu_tier.log" 2>&1
     echo "== gpu tier: rc=$? in $(( $(date +%s) - START ))s" >>"$OUT/summary.log"
 ) &
 TIER=$!
 
-# Issue 39 (GPU-first training), in order of what decides it:
-# 1. every algorithm's steady-state iteration under set_sync_debug_mode("error"), what a graph captures, graph
-#    nodes per rollout step, iteration times side by side (PPO, MAPPO, QMIX, ...): simple_tag 3v1v2, 4096 envs, T=128.
-step iteration_time 110 $PY bench/iteration_time.py --device cuda --preset simple-tag --num-envs 4096 \
-    --rollout-len 128 --train-groups '' --variants ppo,a2c,mappo,ppo:gru,iql,vdn,qmix --iters 3 --rounds 2
-# 2. gpurl PPO vs the JAX IPPO (one jit), simple_tag 3v1v2, T=128, 4 epochs x 4 minibatches, at three sizes.
-for n in 1024 4096 16384; do
-    step "peers_train_$n" 75 $PY bench/peers.py --device cuda --scenarios '' --peers jaxmarl --train-envs "$n" \
-        --train-rollout 128 --train-iters 8 --train-seeds 1
-done
-# 3. The main job as a new user runs it (tag-10v100 x 1000 envs, 100 iterations), its speed and learning.
-step tag_ppo_main 130 $PY bench/tag_ppo.py --device cuda --log-dir runs/gpu-main-job
-# 4. TF32 against full FP32 for the learner: the same short simple_tag run both ways.
-step simple_tag_tf32 45 $PY bench/tag_ppo.py --device cuda --preset simple-tag --num-envs 4096 --iters 40 \
-    --eval-episodes 512 --log-dir runs/gpu-tf32
-step simple_tag_fp32 45 $PY bench/tag_ppo.py --device cuda --preset simple-tag --num-envs 4096 --iters 40 \
-    --eval-episodes 512 --no-tf32 --log-dir runs/gpu-fp32
+# Issue 42 (GPU env stepping), first: what it decides.
+# 1. The per-call host time of env.step: prepared launches (gpurl.kernels.prepared_launch) against numba-cuda's
+#    ordinary dispatch, side by side, host time to issue a step and synchronised time.
+step launch_paths 70 $PY bench/launch_paths.py --device cuda --scenarios simple,simple_tag,simple_spread \
+    --num-envs 1,4096,65536 --steps 200 --repeats 3
+# 2. Env-steps/s against JaxMARL's jitted scan, per call and graphed, at 1, 4096 and 65536 envs.
+step peers_envs 170 $PY bench/peers.py --device cuda --peers gpurl,gpurl_graph,jaxmarl --no-train --rounds 2 \
+    --scenarios simple,simple_tag,simple_spread --num-envs 1,4096,65536
+# 3. tag-10v100 at 1000 and 4096 envs (per call, now prepared): against the card's bytes bound.
+step tag_10v100 45 $PY bench/env_throughput.py --device cuda --configs tag-10v100 --sizes 1000,4096 --repeats 3
+# 4. A TorchRL collector over gpurl's adapter against VMAS's VmasEnv in the same collector.
+step collector 75 $PY bench/collector.py --device cuda --num-envs 4096 --steps 100 --warmup 2 --batches 3 --rounds 2
+# Issue 39 (GPU-first training): the main job as a new user runs it (tag-10v100 x 1000 envs, 100 iterations).
+# Its other checks (bench/iteration_time.py, bench/peers.py training against the JAX IPPO, TF32 against FP32:
+# docs/benchmarks.md, 2026-11-28) wait for a session on that issue.
+step tag_ppo_main 100 $PY bench/tag_ppo.py --device cuda --log-dir runs/gpu-main-job
 # Issue 40: compute-sanitizer --tool memcheck over a reset and a step of every built-in env and the custom-env
 # example (and a control that must be flagged); what the budget leaves it, so a later session may run it alone.
 step memcheck 150 $PY -m pytest -q -rs -m gpu tests/test_gpu_kernel_bounds.py

@@ -2,15 +2,17 @@
 # The wheels bench/gpu_checks.sh needs on a lent GPU machine, downloaded here into ./.whl (git ignores it
 # through .git/info/exclude). That machine's image (Python 3.12, torch 2.11+cu130, JAX) cannot fetch
 # anything and lacks these: the env adapters' and mpe2's packages, nvtx, JaxMARL and gymnax (the JAX IPPO
-# peer), and numpy 2.4.6 (numba-cuda 0.30.4 does not import under the image's numpy 2.5). Versions are the
-# CPU pins of constraints-cpu.txt where it has one.
+# peer), TorchRL and VMAS (the collector benchmark, bench/collector.py) with what they import, and numpy
+# 2.4.6 (numba-cuda 0.30.4 does not import under the image's numpy 2.5). Versions are the CPU pins of
+# constraints-cpu.txt where it has one. VMAS and gym (which VMAS imports) publish sources only: built here.
 #
 #     bash bench/gpu_wheels.sh          # then: the device call carries .whl (run(carry=[".whl"]))
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 
-PACKAGES=(gymnasium farama-notifications nvtx pettingzoo mpe2 pygame-ce jaxmarl gymnax numpy)
+PACKAGES=(gymnasium farama-notifications nvtx pettingzoo mpe2 pygame-ce jaxmarl gymnax numpy
+          torchrl tensordict hoptorch pyvers orjson cloudpickle gym-notices pyglet six)
 specs=()
 for name in "${PACKAGES[@]}"; do
     pinned=$(grep -i "^${name}==" constraints-cpu.txt | head -1 || true)
@@ -23,5 +25,10 @@ done
 rm -rf .whl
 python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     "${platforms[@]}" -d .whl "${specs[@]}"
+# Pure-Python packages published as sources only, built into wheels here.
+for name in gym vmas; do
+    pinned=$(grep -i "^${name}==" constraints-cpu.txt | head -1 || true)
+    python3 -m pip wheel --quiet --no-deps -w .whl "${pinned:-$name}"
+done
 ls .whl
 du -sh .whl

@@ -5,7 +5,7 @@ bench/kernel_report.py, which imports it, prints the RESULT line.
 Env kernels are *recorded*, not listed: an env of each configuration is built with the CUDA target over
 host memory and its ``EnvKernel.launch`` is replaced by a recorder for one ``reset()`` and one ``step()``,
 so whatever kernels an env launches (under whatever names) are found, with their exact arguments,
-``constants`` and launch geometry (one block per env, ``block_size(num_agents)`` threads), and nothing
+``constants`` and launch geometry (``gpurl.kernels.program.launch_geometry``), and nothing
 runs. Triton kernels (gpurl.fusion) are listed with the signature, constexprs and warps their launchers
 use. tag_gridworld's CUDA C build is added when its module is there.
 
@@ -27,7 +27,7 @@ import gpurl
 from gpurl.envs.random_actions import RandomActions, action_columns
 from gpurl.kernels.aot import cached_ptx_sm90, compile_triton_sm90, ptxas_resources
 from gpurl.kernels.occupancy import block_limits, occupancy
-from gpurl.kernels.program import EnvKernel, block_size
+from gpurl.kernels.program import EnvKernel, launch_geometry
 
 #: H100 SXM HBM3 bandwidth (bytes/s): the ceiling of a kernel that only moves its arrays once.
 H100_BYTES_PER_S = 3.35e12
@@ -95,8 +95,19 @@ class Launch:
     constants: tuple = ()
 
     @property
+    def blocks(self) -> int:
+        return launch_geometry(self.num_envs, self.num_agents)[0]
+
+    @property
     def threads(self) -> int:
-        return block_size(self.num_agents)
+        return launch_geometry(self.num_envs, self.num_agents)[1]
+
+    @property
+    def lanes_busy(self) -> float:
+        """The fraction of a block's threads that hold an agent (an env's agents beyond its lanes stride)."""
+        _, threads, lanes = launch_geometry(self.num_envs, self.num_agents)
+        envs_per_block = min(threads // lanes, self.num_envs)
+        return envs_per_block * min(self.num_agents, lanes) / threads
 
 
 @contextlib.contextmanager
@@ -389,8 +400,8 @@ def triton_resources(launch: TritonLaunch, ptxas: str | None = None) -> Resource
 # ---- CUDA C ------------------------------------------------------------------------------------------------
 
 def cuda_c_kernels() -> dict[str, tuple[Path, str]]:
-    """env name -> (CUDA C source, kernel name) of the envs with a CUDA C build (launched like their Numba
-    kernel: grid = envs, block_size(agents) threads, over the same buffers)."""
+    """env name -> (CUDA C source, kernel name) of the envs with a CUDA C build (a block per env,
+    ``block_size(agents)`` threads, over the same buffers as the Numba kernel)."""
     try:
         from gpurl.envs.tag_gridworld.cuda_c import KERNEL, SOURCE
     except ImportError:

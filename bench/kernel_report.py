@@ -11,9 +11,9 @@ policy made recurrent; GAE over each preset's rollout), it prints:
 
 - sm_90 registers, spills and shared memory: ``ptxas -v`` (CUDA toolkit) on the PTX the GPU build would
   load; Triton's dynamic shared memory from its compile;
-- theoretical occupancy at the launch geometry (env kernels: one block per env, block_size(agents)
-  threads; Triton: the launcher's grid and warps): gpurl.kernels.occupancy, the CUDA occupancy
-  calculator's rules;
+- theoretical occupancy at the launch geometry (env kernels: gpurl.kernels.program.launch_geometry, and
+  the share of a block's threads that hold an agent; Triton: the launcher's grid and warps):
+  gpurl.kernels.occupancy, the CUDA occupancy calculator's rules;
 - bytes per launch, and the H100 bytes-bound rate in agent-steps/s at 3.35 TB/s (the SXM's HBM3);
 - next to it, the CPU rate of the same configuration measured in this run (the CPU build of the env;
   the torch definition for the actor and GAE). CPU numbers are CPU numbers, never GPU figures.
@@ -47,6 +47,7 @@ from _common import describe_machine, print_result  # noqa: E402
 import gpurl  # noqa: E402
 from gpurl.kernels.aot import find_ptxas  # noqa: E402
 from gpurl.kernels.occupancy import SM90, occupancy  # noqa: E402
+from gpurl.kernels.program import block_size  # noqa: E402
 
 
 def versions(ptxas: str | None) -> dict:
@@ -152,10 +153,11 @@ def cpu_gae(launch: inv.TritonLaunch, seconds: float) -> dict:
 # ---- rows ---------------------------------------------------------------------------------------------------
 
 def kernel_row(config: str, kernel: str, phase: str, blocks: int, threads: int, res: inv.Resources,
-               bytes_read: int, bytes_written: int, items: int, detail: str = "") -> dict:
+               bytes_read: int, bytes_written: int, items: int, detail: str = "", lanes_busy: float = 1.0) -> dict:
     occ = occupancy(threads, res.registers, res.static_shared + res.dynamic_shared)
     moved = bytes_read + bytes_written
     return dict(config=config, kernel=kernel, phase=phase, detail=detail, grid=blocks, block=threads,
+                lanes_busy=lanes_busy,
                 registers=res.registers, spill_stores=res.spill_stores, spill_loads=res.spill_loads,
                 stack_frame=res.stack_frame, static_shared=res.static_shared, dynamic_shared=res.dynamic_shared,
                 arch=res.arch, blocks_per_sm=occ.blocks_per_sm, occupancy=occ.occupancy, limiter="+".join(occ.limiter),
@@ -179,13 +181,13 @@ def env_rows(config: inv.EnvConfig, cpu: dict, ptxas: str | None) -> tuple[list[
         written = sum(a.nbytes for p, a in arrays.items() if p in cpu["written"] or p not in cpu["paths"])
         if launch.phase == "reset":
             written = read  # a reset rewrites the state it is given (a bound, not observed)
-        rows.append(kernel_row(config.name, launch.kernel.name, launch.phase, launch.num_envs, launch.threads,
+        rows.append(kernel_row(config.name, launch.kernel.name, launch.phase, launch.blocks, launch.threads,
                                inv.launch_resources(launch, ptxas), read, written,
-                               agents if launch.phase == "step" else 0))
+                               agents if launch.phase == "step" else 0, lanes_busy=launch.lanes_busy))
     cuda_c = inv.cuda_c_kernels().get(config.env)
     if cuda_c is not None:
         step = [r for r in rows if r["phase"] == "step"]
-        rows.append(kernel_row(config.name, cuda_c[1], "step (CUDA C)", config.num_envs, step[0]["block"],
+        rows.append(kernel_row(config.name, cuda_c[1], "step (CUDA C)", config.num_envs, block_size(env.num_agents),
                                inv.cuda_c_resources(*cuda_c, ptxas), sum(r["bytes_read"] for r in step),
                                sum(r["bytes_written"] for r in step), agents,
                                "kernel_source='cuda_c': replaces the step launches, same buffers"))
@@ -214,14 +216,14 @@ def fmt_bytes(n: float) -> str:
 
 
 def print_kernel_table(rows: list[dict]) -> None:
-    head = (f"{'config':17s} {'kernel':19s} {'phase':13s} {'grid x block':>13s} {'regs':>4s} {'spill st/ld B':>13s} "
+    head = (f"{'config':17s} {'kernel':19s} {'phase':13s} {'grid x block':>13s} {'busy':>5s} {'regs':>4s} {'spill st/ld B':>13s} "
             f"{'smem st/dyn':>12s} {'blk/SM':>6s} {'occ':>5s} {'limiter':17s} {'waves':>5s} {'read':>9s} {'written':>9s} "
             f"{'H100 bound':>10s}")
     print(head)
     print("-" * len(head))
     for r in rows:
         bound = f"{r['h100_agent_steps_per_s']:.3g}" if r["h100_agent_steps_per_s"] and r["agent_steps"] else "-"
-        print(f"{r['config']:17s} {r['kernel']:19s} {r['phase']:13s} {r['grid']:>6d} x {r['block']:<4d} "
+        print(f"{r['config']:17s} {r['kernel']:19s} {r['phase']:13s} {r['grid']:>6d} x {r['block']:<4d} {r['lanes_busy']:5.0%} "
               f"{r['registers']:4d} {r['spill_stores']:>6d}/{r['spill_loads']:<6d} "
               f"{r['static_shared']:>5d}/{r['dynamic_shared']:<6d} {r['blocks_per_sm']:6d} {r['occupancy']:5.0%} "
               f"{r['limiter']:17s} {r['waves'] or 0:5.2f} {fmt_bytes(r['bytes_read']):>9s} {fmt_bytes(r['bytes_written']):>9s} {bound:>10s}")
@@ -284,7 +286,8 @@ def main(argv=None) -> dict:
                 bytes=r["bytes_read"] + r["bytes_written"], h100_bound_agent_steps_per_s=r["h100_agent_steps_per_s"],
                 cpu_agent_steps_per_s=r["cpu"]["agent_steps_per_s"], cpu_backend=r["cpu"]["backend"]) for r in trit})
     print_kernel_table(rows)
-    print("\ngrid x block: blocks x threads per block; smem st/dyn: static / dynamic shared bytes per block; "
+    print("\ngrid x block: blocks x threads per block; busy: threads of a block that hold an agent; "
+          "smem st/dyn: static / dynamic shared bytes per block; "
           "occ: theoretical occupancy (resident warps / 64); waves: grid / (132 SMs x blocks per SM), under 1 "
           "leaves SMs idle; H100 bound: agent-steps/s if the launch moved only "
           "its bytes at 3.35 TB/s (actor: rows/s; GAE: T*E*N/s)")

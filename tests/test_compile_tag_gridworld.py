@@ -16,6 +16,7 @@ import gpurl
 from gpurl.envs.tag_gridworld import TagGridworld
 from gpurl.kernels.aot import (assemble_sm90, compile_ptx_sm90, float64_instructions, kernel_signature, sass_sm90,
                               suspect_instructions)
+import gpurl.kernels.program as program
 from gpurl.kernels.program import EnvKernel
 
 pytestmark = pytest.mark.compile
@@ -83,10 +84,24 @@ def test_float64_constant_is_caught():
     assert any("f64" in line for line in float64_instructions(ptx))
 
 
-def test_int32_action_build_holds_the_form_ptxas_got_wrong(ptxas, cuobjdump):
-    """The machine-code check has teeth: typed for int32 actions (what the env no longer launches), the
-    kernel's clamp of an action compiles to the VIMNMX form that made action 0 act as 4 on an H100."""
+_PACKED_SOURCE = program._cuda_source
+
+
+def _block_per_env_source(name, phases, nargs):
+    """The kernel as it was laid out before issue 42's packed geometry: a block per env, whose index is
+    ``blockIdx.x`` itself (an int32; the packed layout computes an int64 one)."""
+    source = _PACKED_SOURCE(name, phases, nargs)
+    packed = source[source.index("    envs_per_block = "):source.index("    has_env = ")]
+    source = source.replace(packed, "    e = cuda.blockIdx.x\n    lane = t\n").replace("i += lanes", "i += cuda.blockDim.x")
+    return source.replace("    has_env = slot < envs_per_block and e < num_envs", "    has_env = e < num_envs")
+
+
+def test_int32_action_build_holds_the_form_ptxas_got_wrong(ptxas, cuobjdump, monkeypatch):
+    """The machine-code check has teeth: typed for int32 actions (what the env no longer launches) and laid out
+    a block per env (as the env was when ptxas got it wrong), the kernel's clamp of an action compiles to the
+    VIMNMX form that made action 0 act as 4 on an H100."""
     arrays, consts, actions = launch_args("full_obs", torch.int64)["step"]
+    monkeypatch.setattr(program, "_cuda_source", _block_per_env_source)
     ptx = compile_ptx_sm90(TagGridworld.class_kernel(), (arrays, consts, actions.astype(np.int32)))
     found = suspect_instructions(sass_sm90(assemble_sm90(ptx, ptxas), cuobjdump))
     assert found and all("VIMNMX" in code for code in found), found

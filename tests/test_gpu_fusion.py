@@ -57,7 +57,8 @@ def test_q_acting_backends_match_the_definition_on_device(requires_cuda, backend
     nets = torch.nn.ModuleDict({"g": QNetwork(obs_dim, gymnasium.spaces.Discrete(5), (64, 64), "tanh",
                                               torch.Generator().manual_seed(0))}).to(device)
     x = torch.randn(E, N, obs_dim, device=device)
-    storage = SimpleNamespace(policy_input=lambda t0, t1, agents, dim: x[None, :, agents, :dim])
+    # One frame, no history: frame_views gives ((frames [1, E, n, obs_dim],), ()) as RolloutStorage does.
+    storage = SimpleNamespace(frame_views=lambda t0, t1, agents, dim: ((x[None, :, agents, :dim],), ()))
     groups = {"g": SimpleNamespace(agents=slice(0, N), obs_dim=obs_dim)}
     spec = SimpleNamespace(device=device, env_offset=0, num_agents=N)
     step = torch.tensor([400], device=device)   # epsilon 0.6 of a 1.0 -> 0.0 decay over 1000 steps
@@ -135,7 +136,10 @@ def test_a_rollout_step_is_at_most_four_kernels_of_the_captured_graph(requires_c
     trainer = _trainer(requires_cuda, False, frame_stack=1)
     trainer.rollout()  # warm-up: compiles
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
+    try:  # torch 2.11 frees the captured graph once instantiated, unless told to keep it (debug_dump reads it)
+        graph = torch.cuda.CUDAGraph(keep_graph=True)
+    except TypeError:  # an older torch keeps it in debug mode
+        graph = torch.cuda.CUDAGraph()
     graph.enable_debug_mode()
     with torch.cuda.graph(graph):
         trainer._rollout_steps(timed=False)

@@ -63,16 +63,17 @@ def pretend_device(cc: tuple[int, int] = SM90) -> Iterator[None]:
 
 
 def kernel_signature(args: tuple) -> tuple:
-    """Numba argument types of a driver launched as ``launch(target, E, N, *args)``.
+    """Numba argument types of a CUDA driver launched as ``launch("cuda", E, N, *args)``.
 
-    ``EnvKernel.launch`` passes ``num_envs``/``num_agents`` as Python ints, which Numba's CUDA
-    dispatcher types as int64, so they are int64 here too; every other argument is typed exactly as
-    the dispatcher would (``numba.typeof``): a Python ``float`` becomes float64 (pass ``np.float32``),
-    a Python ``int`` int64, a NamedTuple of arrays a Numba NamedTuple type.
+    ``EnvKernel.launch`` passes ``num_envs``, ``num_agents`` and the lanes per env
+    (:func:`~.program.launch_geometry`) as Python ints, which Numba's CUDA dispatcher types as int64, so they
+    are int64 here too; every other argument is typed exactly as the dispatcher would (``numba.typeof``): a
+    Python ``float`` becomes float64 (pass ``np.float32``), a Python ``int`` int64, a NamedTuple of arrays a
+    Numba NamedTuple type.
     """
     import numba
 
-    return (numba.types.int64, numba.types.int64) + tuple(numba.typeof(a) for a in args)
+    return (numba.types.int64,) * 3 + tuple(numba.typeof(a) for a in args)
 
 
 def compile_ptx_sm90(kernel, args: tuple) -> str:

@@ -123,6 +123,13 @@ class BoundsCheck:
             return True
         return self._check(key, target, num_envs, num_agents, args, stream)
 
+    def settled(self, target: str, constants: tuple, num_envs: int, num_agents: int, args: tuple) -> bool:
+        """No later launch with these shapes needs a check (this one is not checked here)."""
+        if not self.checks:
+            return True
+        progress = self._progress.get((constants, target, num_envs, num_agents, _shapes(args)))
+        return progress is not None and progress.settled
+
     def _check(self, key: tuple, target: str, num_envs: int, num_agents: int, args: tuple, stream) -> bool:
         with self._lock:
             progress = self._progress.get(key)

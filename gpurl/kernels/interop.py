@@ -40,6 +40,15 @@ def kernel_view(tensor: torch.Tensor, target: str):
 
 
 _streams: dict[int, object] = {}
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def current_stream_handle(device: torch.device) -> int:
+    """The CUstream handle of torch's current stream on CUDA ``device`` (an indexed device: ``cuda:0``), read
+    at each call: a launch on it orders with torch's work, and a graph capture's stream is the current one."""
+    if _raw_stream is not None:
+        return _raw_stream(device.index)
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def current_stream(device: torch.device):

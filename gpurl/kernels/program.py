@@ -6,10 +6,14 @@ A phase is a plain-Python function over arrays:
 - ``per_env(fn)``: ``fn(e, *args)`` runs once per env (per-env reductions, flags, counters).
 
 Consecutive phases are separated by a barrier: every write of phase p is visible to phase p+1 in
-the same env. The CUDA build runs one block per env (WarpDrive's layout); each thread strides over
-agents, so an env may hold more agents than a block has threads; a barrier is ``syncthreads`` and a
-per-env phase runs on thread 0. The CPU build is ``prange`` over chunks of envs running all phases of
-one env after another (env-major), so a barrier costs nothing. The author writes no thread index, launch or backend switch.
+the same env. The CUDA build gives each env ``lanes`` threads (:func:`launch_geometry`): a world of more
+than a warp's agents gets a block of its own (WarpDrive's layout), threads striding over agents, so an env
+may hold more agents than a block has threads; smaller worlds are packed, one thread per agent and
+several envs per block (one thread per env for a one-agent world), so that a warp's lanes are busy. A
+barrier is ``syncthreads`` (every thread of the block reaches it, those without an env too) and a
+per-env phase runs on the env's first lane. The CPU build is ``prange`` over chunks of envs running all
+phases of one env after another (env-major), so a barrier costs nothing. The author writes no thread
+index, launch or backend switch.
 
 ``args`` are whatever Numba accepts as kernel arguments: arrays, scalars, and (named) tuples of them.
 
@@ -26,7 +30,7 @@ import functools
 import threading
 import types
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import build_cache
 from .bounds import BoundsCheck
@@ -34,10 +38,18 @@ from .errors import check_phase_signatures, index_error, is_index_error, typing_
 from .float64 import watch_cpu_build
 from .targets import TARGETS, DeviceFunction
 
+if TYPE_CHECKING:
+    from .prepared_launch import PreparedLaunch
+
 #: Threads per block: big enough to fill an SM with several env-blocks, small enough that
 #: per-thread registers of a phase-heavy kernel do not limit occupancy.
 MAX_THREADS_PER_BLOCK = 256
 WARP = 32
+#: Threads per block of packed small worlds (:func:`launch_geometry`): four warps, several envs each.
+PACKED_THREADS = 128
+#: Pack worlds of at most a warp's agents several envs to a block (False: a block per env, as before issue 42;
+#: the tests compare both layouts).
+PACK_SMALL_WORLDS = True
 #: The build constant that fixes the agent count of a CPU build (``constants={"GPURL_AGENTS": n, ...}``): its
 #: agent loops get a literal trip count, which LLVM unrolls, keeping a small env's values in registers
 #: across agents. A launch with another agent count is an error.
@@ -160,26 +172,32 @@ def _cpu_sources(name: str, phases: tuple[Phase, ...], nargs: int, fixed_agents:
 
 
 def _cuda_source(name: str, phases: tuple[Phase, ...], nargs: int) -> str:
-    """Source of the CUDA kernel ``{name}``: one block per env, threads stride over agents.
+    """Source of the CUDA kernel ``{name}(num_envs, num_agents, lanes, *args)``: ``lanes`` threads per env
+    (:func:`launch_geometry`), as many envs per block as fit whole, threads striding over agents.
 
-    Consecutive per-env phases run on thread 0 one after the other, so no barrier separates them.
+    Every thread reaches every barrier, so a thread without an env (past ``num_envs``, or in the block's
+    leftover lanes) skips the phases rather than returning. Consecutive per-env phases run on the env's first
+    lane one after the other, so no barrier separates them.
     """
     args = ", ".join(f"a{k}" for k in range(nargs))
     lines = [
-        f"def {name}(num_envs, num_agents, {args}):",
-        "    e = cuda.blockIdx.x",
-        "    if e >= num_envs:",
-        "        return",  # the whole block leaves together: no barrier is skipped by half a block
+        f"def {name}(num_envs, num_agents, lanes, {args}):",
         "    t = cuda.threadIdx.x",
+        "    envs_per_block = cuda.blockDim.x // lanes",
+        "    slot = t // lanes",
+        "    e = cuda.blockIdx.x * envs_per_block + slot",
+        "    lane = t - slot * lanes",
+        "    has_env = slot < envs_per_block and e < num_envs",
     ]
-    stride = ["i = t", "while i < num_agents:", "    {call}", "    i += cuda.blockDim.x"]
+    stride = ["i = lane", "while i < num_agents:", "    {call}", "    i += lanes"]
     for p, phase in enumerate(phases):
         if p and not (phase.kind == "env" and phases[p - 1].kind == "env"):
             lines.append("    cuda.syncthreads()")
         if phase.kind == "agent":
-            lines += _phase_lines(p, phase, args, "    ", stride)
+            lines.append("    if has_env:")
+            lines += _phase_lines(p, phase, args, "        ", stride)
         else:
-            lines.append("    if t == 0:")
+            lines.append("    if has_env and lane == 0:")
             lines += _phase_lines(p, phase, args, "        ", [])
     return "\n".join(lines) + "\n"
 
@@ -305,9 +323,9 @@ class EnvKernel:
             if target == "cpu":
                 compiled(num_envs, num_agents, _cpu_envs_per_call(num_envs, num_agents), *args)
                 return
-            threads = block_size(num_agents)
-            launcher = compiled[num_envs, threads] if stream is None else compiled[num_envs, threads, stream]
-            launcher(num_envs, num_agents, *args)
+            blocks, threads, lanes = launch_geometry(num_envs, num_agents)
+            launcher = compiled[blocks, threads] if stream is None else compiled[blocks, threads, stream]
+            launcher(num_envs, num_agents, lanes, *args)
         except Exception as err:
             self._raise_diagnosed(err, target, num_envs, num_agents, args, constants)
 
@@ -331,6 +349,21 @@ class EnvKernel:
         from .direct_launch import DirectLaunch  # it launches through this module's EnvKernel
 
         return DirectLaunch(self, constants)
+
+    def prepare_launch(self, num_envs: int, num_agents: int, *args, constants: tuple = (),
+                       varying: tuple = ()) -> "PreparedLaunch | None":
+        """The CUDA launch with ``args`` as a :class:`~.prepared_launch.PreparedLaunch` (its parameters
+        marshalled once): call it after a :meth:`launch` with these very arguments has run, so the build is
+        compiled and its bounds check settled (None until then). Raises
+        :class:`~.prepared_launch.NotPrepared` where it cannot be prepared. ``varying``: paths into ``args`` (``(2,)``: the third argument; ``(0, 5)``: field 5 of the first) of
+        the arrays whose data pointers later launches pass."""
+        if not self.bounds.settled("cuda", constants, num_envs, num_agents, args):
+            return None
+        from .prepared_launch import prepare
+
+        blocks, threads, lanes = launch_geometry(num_envs, num_agents)
+        return prepare(self.build("cuda", constants), blocks, threads, (num_envs, num_agents, lanes, *args),
+                       [(3 + path[0], *path[1:]) for path in varying])
 
     def run_python(self, num_envs: int, num_agents: int, *args, constants: tuple = (), envs=None,
                    ran: set | None = None, target: str = "cpu") -> None:
@@ -396,6 +429,24 @@ def _plain_python(pyfunc: Callable, cache: dict, constants: tuple = (), target: 
 
 
 def block_size(num_agents: int) -> int:
-    """Threads per env-block: whole warps, at most MAX_THREADS_PER_BLOCK (threads stride over agents)."""
+    """Threads per env-block of a world with a block of its own: whole warps, at most MAX_THREADS_PER_BLOCK
+    (threads stride over agents)."""
     warps = max(1, -(-num_agents // WARP))
     return min(MAX_THREADS_PER_BLOCK, warps * WARP)
+
+
+def launch_geometry(num_envs: int, num_agents: int) -> tuple[int, int, int]:
+    """``(blocks, threads per block, lanes per env)`` of a CUDA launch over ``num_envs`` envs.
+
+    A world of more than a warp's agents (or any world with :data:`PACK_SMALL_WORLDS` off) gets a block of
+    :func:`block_size` threads per env. A smaller one gets one lane per agent (one per env for a one-agent
+    world), and a block holds ``PACKED_THREADS // lanes`` envs (fewer when there are fewer envs, in whole
+    warps): simple_tag's 4 agents keep 32 of a warp's 32 lanes busy, where a block per env kept 4.
+    """
+    if num_agents > WARP or not PACK_SMALL_WORLDS:
+        threads = block_size(num_agents)
+        return max(1, num_envs), threads, threads
+    lanes = max(1, num_agents)
+    envs_per_block = min(PACKED_THREADS // lanes, max(1, num_envs))
+    threads = -(-envs_per_block * lanes // WARP) * WARP
+    return max(1, -(-num_envs // envs_per_block)), threads, lanes
