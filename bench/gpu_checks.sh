@@ -105,8 +105,9 @@ step peers_envs 170 $PY bench/peers.py --device cuda --peers gpurl,gpurl_graph,j
     --scenarios simple,simple_tag,simple_spread --num-envs 1,4096,65536
 # 3. tag-10v100 at 1000 and 4096 envs (per call, now prepared): against the card's bytes bound.
 step tag_10v100 45 $PY bench/env_throughput.py --device cuda --configs tag-10v100 --sizes 1000,4096 --repeats 3
-# 4. A TorchRL collector over gpurl's adapter against VMAS's VmasEnv in the same collector.
-step collector 75 $PY bench/collector.py --device cuda --num-envs 4096 --steps 100 --warmup 2 --batches 3 --rounds 2
+# 4. A TorchRL collector over gpurl's adapter against VMAS's VmasEnv in the same collector (VMAS collects
+#    4096 x 100 frames in about 6 s on an H200: one batch a round keeps three rounds inside the cap).
+step collector 75 $PY bench/collector.py --device cuda --num-envs 4096 --steps 100 --warmup 1 --batches 1 --rounds 3
 # Issue 39 (GPU-first training): the main job as a new user runs it (tag-10v100 x 1000 envs, 100 iterations).
 # Its other checks (bench/iteration_time.py, bench/peers.py training against the JAX IPPO, TF32 against FP32:
 # docs/benchmarks.md, 2026-11-28) wait for a session on that issue.
