@@ -37,6 +37,16 @@ def register_drawer(env_class: type, draw: Drawer) -> None:
     _DRAWERS[env_class] = draw
 
 
+def drawer_for(env) -> Drawer:
+    """What draws ``env``'s frames: a registered drawer of its class, else the class's ``draw_frame``.
+    TypeError naming both ways to give one when there is none (check before playing an episode to draw)."""
+    draw = next((d for cls, d in _DRAWERS.items() if isinstance(env, cls)), getattr(type(env), "draw_frame", None))
+    if draw is None:
+        raise TypeError(f"no drawer for {type(env).__name__}: give the class a draw_frame(ax, env, frames, t) "
+                        f"static method (docs/custom_env.md), or call gpurl.render.register_drawer(env_class, draw)")
+    return draw
+
+
 def snapshot(env, reward: torch.Tensor | None = None) -> Frame:
     """Env 0's state (every field of ``env.state``) and its agents' ``reward`` [N], copied to the host."""
     frame = {f.name: getattr(env.state, f.name)[0].detach().cpu().numpy().copy()
@@ -83,10 +93,7 @@ def save_animation(env, frames: list[Frame], path: str | Path, fps: int = 10, ti
     Written to a temporary name and renamed, so ``path`` is never a half-written file.
     """
     path = Path(path)
-    draw = next((d for cls, d in _DRAWERS.items() if isinstance(env, cls)), getattr(type(env), "draw_frame", None))
-    if draw is None:
-        raise TypeError(f"no drawer for {type(env).__name__}: give the class a draw_frame(ax, env, frames, t) "
-                        f"static method, or call gpurl.render.register_drawer(env_class, draw)")
+    draw = drawer_for(env)
     if path.suffix not in (".gif", ".mp4"):
         raise ValueError(f"animation path must end in .gif or .mp4, got {path}")
     if path.suffix == ".mp4" and shutil.which("ffmpeg") is None:

@@ -40,3 +40,28 @@ def test_the_gpurl_command_names_its_commands_and_refuses_others():
 
     assert main([]) == 0
     assert main(["bogus"]) == 2
+
+
+@pytest.mark.parametrize("command", ["train", "eval"])
+def test_help_says_each_default_once(command):
+    """argparse's defaults formatter appended "(default: None)" to flags whose help already said their default
+    in words, and "(default: True)" to switches; each flag's help now says its default at most once."""
+    import argparse
+
+    from gpurl.train.cli import build_parser as train_parser
+    from gpurl.train.eval_cli import build_parser as eval_parser
+
+    parser = train_parser() if command == "train" else eval_parser()
+    formatter = parser._get_formatter()
+    checked = 0
+    for action in parser._actions:
+        if action.help in (None, argparse.SUPPRESS):
+            continue
+        text = formatter._get_help_string(action)
+        assert text.count("(default:") <= 1, f"{action.option_strings}: {text}"
+        if command == "eval":  # (train's help writes each field's default itself, None included)
+            assert "(default: None)" not in text, f"{action.option_strings}: {text}"
+        checked += 1
+    assert checked >= 10
+    switches = [a for a in parser._actions if isinstance(a, (argparse._StoreTrueAction, argparse._StoreFalseAction))]
+    assert all("(default:" not in formatter._get_help_string(a) for a in switches)

@@ -107,6 +107,26 @@ def test_a_render_directory_that_cannot_be_written_is_refused(run_dir, tmp_path,
         locked.chmod(0o755)
 
 
+def test_an_env_without_a_drawer_is_refused_before_any_episode_is_played(tmp_path, capsys, monkeypatch):
+    """The example's foraging env has no draw_frame: --render says so once the env is made, before a policy is
+    loaded or an episode played (it used to print the results, then a traceback)."""
+    import custom_env_harness  # noqa: F401  (registers "foraging")
+    from gpurl.train import build_config
+
+    config = build_config(env="foraging", num_envs=2, iters=1, device="cpu", env_modules=("examples/custom_env.py",))
+    monkeypatch.setattr(eval_cli, "read_checkpoint", lambda path, say: (Path(path), {"config": config.to_dict()}))
+    for name in ("TrainedPolicy", "play_episodes", "render_episode"):
+        monkeypatch.setattr(eval_cli, name, lambda *args, **kwargs: (_ for _ in ()).throw(Reached))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint.pt").write_bytes(b"read by the stand-in")
+    with pytest.raises(SystemExit) as exit_info:
+        eval_cli.main([str(run), "--render", str(tmp_path / "episode.gif"), "--device", "cpu"])
+    assert exit_info.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("gpurl eval: error: --render: no drawer for Foraging: give the class a draw_frame")
+
+
 def test_an_mp4_without_ffmpeg_is_refused_before_anything_is_played(run_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(eval_cli.shutil, "which", lambda name: None)
     line = usage_error(capsys, run_dir, "--render", tmp_path / "episode.mp4")

@@ -187,3 +187,29 @@ def test_allocation_names_the_line_and_suggests_a_scratch_field(phase, mistake):
     assert at(phase, mistake) in message
     assert "kernels cannot allocate" in message and "scratch field" in message
     assert "NRT required" not in message
+
+
+# ---- how the error is raised -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("phase, error", [(km.chase, KernelHelperError), (km.nearest, KernelFloat64Error)],
+                         ids=["helper", "float64"])
+def test_the_author_error_is_raised_alone_unless_debugging(phase, error, debug, monkeypatch):
+    """gpurl's message without Numba's chain behind it (tens of lines of its internals); GPURL_DEBUG=1, which
+    the message names, chains it again. The float64 error is raised inside Numba's compile: its frames go too."""
+    import traceback
+
+    monkeypatch.setenv("GPURL_DEBUG", "1" if debug else "0")
+    kernel = EnvKernel(f"{phase.__name__}_{debug}", [per_agent(phase)], nargs=2)
+    with pytest.raises(error) as info:
+        kernel.launch("cpu", 2, 3, x32(), np.float32(3))
+    err = info.value
+    shown = "".join(traceback.format_exception(err))
+    if debug:
+        assert err.__cause__ is not None or "numba" in shown.lower()
+        assert "GPURL_DEBUG" not in shown
+    else:
+        assert err.__cause__ is None and err.__suppress_context__
+        assert "GPURL_DEBUG=1 shows it" in shown and "numba/core" not in shown
+        assert shown.count("File ") <= 8, shown  # the caller's frames down to gpurl's raise, no Numba internals

@@ -64,3 +64,28 @@ def test_tensorboard_and_csv_stay_in_step_after_a_resume(tmp_path):
     events = event_accumulator.EventAccumulator(str(tmp_path))
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("loss")] == expected
+
+
+@pytest.mark.parametrize("log_every, iters, printed", [
+    (10, 60, [10, 20, 30, 40, 50, 60]),  # rows sparser than 1/20 of the run: every row (was 30 and 60 only)
+    (1, 100, list(range(5, 101, 5))),    # a row per iteration: every fifth, about 20 lines
+    (3, 10, [3, 6, 9, 10]),              # the last iteration always
+])
+def test_plain_progress_lines_follow_the_documented_rule(tmp_path, log_every, iters, printed):
+    lines = []
+    log = RunLog(tmp_path, total_iters=iters, start_iter=0, progress=False, tensorboard=False,
+                 lines=lambda text, flush: lines.append(text))
+    for it in range(1, iters + 1):
+        if it % log_every == 0 or it == iters:
+            log.log(it, 16 * it, {"return/tagger": 1.0, "agent_steps_per_s": 100.0})
+    log.close()
+    assert [int(line.split()[1].split("/")[0]) for line in lines] == printed
+
+
+def test_a_progress_line_without_returns_says_why(tmp_path):
+    lines = []
+    log = RunLog(tmp_path, total_iters=1, start_iter=0, progress=False, tensorboard=False,
+                 lines=lambda text, flush: lines.append(text))
+    log.log(1, 16, {"loss": 1.0, "agent_steps_per_s": 100.0})
+    log.close()
+    assert lines == ["iter 1/1 steps 16 (no episode ended since the last row) agent_steps_per_s=100"]

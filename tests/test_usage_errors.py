@@ -97,3 +97,14 @@ def test_values_equal_to_the_defaults_or_implied_are_no_mistake(tmp_path):
     assert build_config("simple-tag", algo="a2c", epochs=1, minibatches=1).epochs == 1  # what A2C fixes anyway
     assert build_config("simple-tag", algo="iql", recurrent="none", q_batch=3).q_batch == 3
     assert build_config("simple-tag", minibatches=50 * 256).minibatches == 50 * 256  # the bound itself
+
+
+def test_unknown_env_names_the_command_that_registers_one_and_a_chosen_device_prints_nothing(capsys, caplog):
+    from gpurl.envs.registry import make, resolve_device
+
+    with pytest.raises(ParameterError, match=r"registered by importing its module: gpurl train --env-module PATH\.py"):
+        make("nope", num_envs=1, device="cpu")
+    with caplog.at_level("INFO", logger="gpurl"):
+        chosen = resolve_device(None)
+    assert capsys.readouterr().err == ""  # said only to whoever asks the "gpurl" logger
+    assert f"device=None -> using {chosen}" in caplog.text

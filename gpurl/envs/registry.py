@@ -5,6 +5,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import logging
 import os
 import sys
 from pathlib import Path
@@ -61,7 +62,8 @@ def make(name: str, num_envs: int = 1024, device: str | torch.device | None = No
     """Build ``num_envs`` copies of env ``name`` on ``device`` (None: CUDA when usable, else CPU)."""
     if name not in _FACTORIES:
         raise ParameterError(f"unknown env {name!r}; registered envs: {registered()} (an env of your own is "
-                         f"registered by importing its module, e.g. bench/tag_ppo.py --env-module PATH.py)")
+                             f"registered by importing its module: gpurl train --env-module PATH.py, or import it "
+                             f"before gpurl.make)")
     return _FACTORIES[name](num_envs=num_envs, device=resolve_device(device), seed=seed,
                             autoreset=autoreset, **env_params)
 
@@ -119,10 +121,11 @@ def parse_device(device: str | torch.device) -> torch.device:
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """Validate ``device``; None picks "cuda" when a CUDA device is usable, else "cpu" (said on stderr)."""
+    """Validate ``device``; None picks "cuda" when a CUDA device is usable, else "cpu" (logged at INFO on the
+    "gpurl" logger: a successful call prints nothing unless asked)."""
     if device is None:
         chosen = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        print(f"gpurl: device=None -> using {chosen}", file=sys.stderr)
+        logging.getLogger("gpurl").info("device=None -> using %s", chosen)
         return chosen
     dev = parse_device(device)
     if dev.type == "cuda":

@@ -29,7 +29,7 @@ import threading
 import types
 from typing import Iterator
 
-from .errors import typing_error
+from .errors import raise_alone, typing_error
 
 SM90 = (9, 0)
 
@@ -101,7 +101,7 @@ def compile_ptx_sm90(kernel, args: tuple) -> str:
                 found = None
             if found is None:
                 raise
-            raise found from err
+            raise_alone(found, err)
     return ptx
 
 
@@ -374,7 +374,7 @@ def cached_ptx_sm90(kernel, args: tuple, constants: tuple = ()) -> str:
                     found = None
                 if found is None:
                     raise
-                raise found from err
+                raise_alone(found, err)
     with _ptx_cache_lock:
         _ptx_cache[key] = ptx
     return ptx

@@ -92,6 +92,28 @@ class KernelAllocationError(KernelTypingError):
     """Kernel code allocates (a new array or list); kernels work in preallocated arrays only."""
 
 
+#: Set to 1 to see the Numba error behind a kernel author's error (hidden by default: gpurl's message says
+#: what to fix; Numba's chain runs to 50-90 lines of its internals).
+DEBUG_SWITCH = "GPURL_DEBUG"
+
+
+def raise_alone(found: BaseException, cause: BaseException) -> None:
+    """Raise ``found`` (gpurl's diagnosis of the author's mistake behind ``cause``, or ``cause`` itself when it
+    is already gpurl's) without Numba's chain and frames, unless ``GPURL_DEBUG=1``; its message then names
+    the switch."""
+    if os.environ.get(DEBUG_SWITCH, "0") == "1":
+        if found is cause:
+            raise found
+        raise found from cause
+    found.add_note(f"(Numba's own error behind this is hidden: {DEBUG_SWITCH}=1 shows it)")
+    raise found.with_traceback(None) from None
+
+
+def is_author_error(err: BaseException) -> bool:
+    """``err`` is one of gpurl's kernel-author errors (raised, e.g., from inside Numba's compile)."""
+    return isinstance(err, (KernelTypingError, KernelIndexError))
+
+
 # ---- phase signatures (checked when a kernel is made) -----------------------------------------------------
 
 _CALLS = {"agent": ("per_agent", "(e, i, *args)", 2), "env": ("per_env", "(e, *args)", 1)}

@@ -26,15 +26,16 @@ Python tracebacks.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from . import build_cache
+from . import build_cache, compile_log
 from .bounds import BoundsCheck
-from .errors import check_phase_signatures, index_error, is_index_error, typing_error
+from .errors import check_phase_signatures, index_error, is_author_error, is_index_error, raise_alone, typing_error
 from .float64 import watch_cpu_build
 from .targets import TARGETS, DeviceFunction
 
@@ -321,13 +322,32 @@ class EnvKernel:
         self.bounds(target, constants, num_envs, num_agents, args, stream)  # raises before anything is written
         try:  # Numba compiles at the first call of each signature: typing errors surface here
             if target == "cpu":
-                compiled(num_envs, num_agents, _cpu_envs_per_call(num_envs, num_agents), *args)
+                values = (num_envs, num_agents, _cpu_envs_per_call(num_envs, num_agents), *args)
+                with self._announced(compiled, target, values):
+                    compiled(*values)
                 return
             blocks, threads, lanes = launch_geometry(num_envs, num_agents)
             launcher = compiled[blocks, threads] if stream is None else compiled[blocks, threads, stream]
-            launcher(num_envs, num_agents, lanes, *args)
+            values = (num_envs, num_agents, lanes, *args)
+            with self._announced(compiled, target, values):
+                launcher(*values)
         except Exception as err:
             self._raise_diagnosed(err, target, num_envs, num_agents, args, constants)
+
+    def _announced(self, compiled, target: str, values: tuple):
+        """:func:`.compile_log.compiling` around a launch of ``values`` that compiles (or loads from the build
+        cache) a new overload of ``compiled``, when someone listens; a null context otherwise."""
+        overloads = getattr(compiled, "overloads", None)  # None: the simulator's kernels, which never compile
+        if not compile_log.active() or overloads is None:
+            return contextlib.nullcontext()
+        if tuple(compiled.typeof_pyval(v) for v in values) in overloads:
+            return contextlib.nullcontext()
+        hits = getattr(compiled, "_cache_hits", None)  # Numba's per-signature count of builds loaded from disk
+        before = sum(hits.values()) if hits is not None else 0
+        where = build_cache.cache_dir() if target == "cpu" else None
+        note = f"Numba; later runs load it from {where}" if where is not None else "Numba"
+        return compile_log.compiling(f"kernel {self.name} for {target}", note,
+                                     loaded=lambda: hits is not None and sum(hits.values()) > before)
 
     def _raise_diagnosed(self, err: Exception, target: str, num_envs: int, num_agents: int, args: tuple,
                          constants: tuple):
@@ -339,9 +359,11 @@ class EnvKernel:
                 found = index_error(self, num_envs, num_agents, args, constants)
         except Exception:  # noqa: BLE001 - a failed diagnosis must not hide the error itself
             found = None
+        if found is None and is_author_error(err):  # gpurl's own, raised inside Numba's compile (float64 check)
+            found = err
         if found is None:
             raise err
-        raise found from err
+        raise_alone(found, err)
 
     def direct_launch(self, constants: tuple = ()) -> "DirectLaunch":
         """CPU launches of the build with ``constants`` that skip Numba's per-call type dispatch (see

@@ -26,6 +26,7 @@ from ..envs.memory import InsufficientMemory
 from ..envs.params import RANGE, ParameterError
 from ..multigpu.process_group import launcher_world
 from .config import AUTO_RESUME, PRESETS, TrainConfig, build_config
+from .help_format import DefaultsOnceFormatter
 from .loggers import LoggerUnavailable, check_loggers
 from .resume import RESUME_OVERRIDABLE, check_work_left, config_differences, resume_config
 from .sweep import check_sweep_flags, parse_seeds, report_lines, seed_commands
@@ -74,7 +75,7 @@ DESCRIPTION = ("Train agent groups with a registered algorithm (PPO by default) 
 
 def build_parser(description: str = DESCRIPTION, prog: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description, allow_abbrev=False,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsOnceFormatter)
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not MISSING else f.default_factory()

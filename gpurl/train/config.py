@@ -148,7 +148,9 @@ class TrainConfig:
                                default=None)
     fresh_log_dir: bool = _doc("when log_dir holds another run's files, write this run into <log_dir>-<run id> "
                                "instead of refusing (nothing is deleted)", default=False)
-    log_every: int = _doc("iterations between log lines", default=1, ge=1)
+    log_every: int = _doc("iterations between log rows (metrics.csv, TensorBoard); without the progress bar, "
+                          "stdout prints about 20 of them over the run (every row, when rows are sparser)",
+                          default=1, ge=1)
     checkpoint_every: int | str = _doc("iterations between checkpoints (0 = only at the end), or the time between "
                                        "them: '90s', '10m', '2h'", default=10)
     resume: str | None = _doc("checkpoint to continue from (its config wins except for iters/total_steps); 'auto' "

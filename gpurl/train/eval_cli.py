@@ -27,6 +27,7 @@ from ..envs.checks import derived_seed
 from .checkpoint import CheckpointError
 from .config import TrainConfig
 from .evaluation import MAX_EVAL_EPISODES, Lineup, RandomPolicy, check_eval_episodes, play_episodes, summarize
+from .help_format import DefaultsOnceFormatter
 from .policy import TrainedPolicy, read_checkpoint
 
 #: Added to the run's seed when none is given: training used seed .. seed + 3 (envs, baseline, final, GIF).
@@ -39,7 +40,7 @@ DEFAULT_RENDER_FILE = "eval_episode.gif"
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0], allow_abbrev=False,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=DefaultsOnceFormatter)
     p.add_argument("path", metavar="RUN_DIR_OR_CHECKPOINT", help="a gpurl run directory or checkpoint file")
     p.add_argument("--episodes", type=int, default=100,
                    help=f"episodes per policy (rounded up to whole rounds of envs), at most {MAX_EVAL_EPISODES} "
@@ -148,6 +149,16 @@ def check_render_path(asked: str, run_path: str | Path) -> None:
                          f"write to")
 
 
+def check_drawable(env) -> None:
+    """ValueError naming ``--render`` when nothing can draw ``env`` (before any episode is played)."""
+    from ..render import drawer_for
+
+    try:
+        drawer_for(env)
+    except TypeError as err:
+        raise ValueError(f"--render: {err}") from None
+
+
 def check_args(args) -> None:
     """ValueError, one line naming the flag and its value, for every misuse found without loading anything:
     run before a checkpoint is read, an env built or an episode played, so a refusal costs nothing."""
@@ -175,6 +186,8 @@ def evaluate(args, say=print) -> dict:
                     global_state=False, **config.env_params)
 
     env = env_of(num_envs)
+    if args.render is not None:
+        check_drawable(env)
     main = TrainedPolicy(checkpoint, env, source, args.deterministic, seed)
     players = [(main, list(main.trained))]
     opponent_info = None

@@ -111,7 +111,10 @@ class RunLog:
         self.loggers += list(loggers)
         self._lines = lines
         self._bar = None
+        # Without a bar, stdout gets about 20 lines over the run: a row at least _line_every iterations after
+        # the last line printed (every row, when --log-every spaces them wider).
         self._line_every = max(1, total_iters // 20)
+        self._next_line = start_iter + self._line_every
         if progress:
             try:
                 from tqdm import tqdm
@@ -137,14 +140,17 @@ class RunLog:
             self._bar.n = iteration
             self._bar.set_postfix_str(summary, refresh=False)
             self._bar.refresh()
-        elif iteration % self._line_every == 0 or iteration == self.total_iters:
+        elif iteration >= self._next_line or iteration == self.total_iters:
+            self._next_line = iteration + self._line_every
             self._lines(f"iter {iteration}/{self.total_iters} steps {env_steps} {summary}", flush=True)
 
     @staticmethod
     def _summary(scalars: dict[str, float]) -> str:
-        keys = [k for k in scalars if k.startswith("return/") or k.endswith("_per_episode")] + ["agent_steps_per_s"]
-        return " ".join(f"{k.split('/')[-1] if k.startswith('return/') else k}={scalars[k]:.3g}"
-                        for k in keys if k in scalars)
+        keys = [k for k in scalars if k.startswith("return/") or k.endswith("_per_episode")]
+        shown = " ".join(f"{k.split('/')[-1] if k.startswith('return/') else k}={scalars[k]:.3g}"
+                         for k in [*keys, "agent_steps_per_s"] if k in scalars)
+        # Returns are means over the episodes that ended since the last row: there may be none yet.
+        return shown if keys else f"(no episode ended since the last row) {shown}".rstrip()
 
     def close(self, failed: bool = False) -> None:
         """Close every logger (idempotent); ``failed``: the run stops on an error (W&B marks it so)."""

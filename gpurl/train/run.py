@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 
 import torch
 
 from ..algos.flat_adam import annealed_lr
 from ..envs.checks import derived_seed
+from ..kernels import compile_log
 from .checkpoint import CHECKPOINT_FILE, CheckpointError, atomic_write_bytes, check_matches, save_checkpoint
 from .config import AUTO_RESUME, TrainConfig, checkpoint_seconds
 from .iteration_records import IterationRecords
@@ -73,16 +75,34 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
     checkpoints and returns the result (the others return None).
     """
     run = TrainingRun(cfg, checkpoint, say=say, placement=placement)
-    run.build()
-    try:
-        run.begin()
-        while not run.done:
-            run.step()
-    except BaseException:
-        run.close(failed=True)
-        raise
-    run.close()
+    # The main rank says what its first launches and iteration compile, and how long that took.
+    with compile_log.listening(say) if run.main else nullcontext():
+        run.build()
+        try:
+            run.begin()
+            while not run.done:
+                run.step()
+        except BaseException:
+            run.close(failed=True)
+            raise
+        run.close()
     return run.finish()
+
+
+def first_iteration_work(trainer: Trainer) -> str:
+    """What a process's first training iteration compiles, and where the compiled code is kept."""
+    backends = trainer.algo.backends()
+    compiled = [part for part, how in backends.items() if how == "compiled"]
+    work = []
+    if compiled:
+        cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "inductor's default cache")
+        work.append(f"torch.compile of the {' and '.join(compiled)} steps (cached in {cache}: a later run of this "
+                    "configuration loads them)")
+    if "triton" in backends.values():
+        work.append("the Triton kernels (cached in Triton's cache)")
+    if trainer.device.type == "cuda" and (trainer.graphed or trainer.graphed_iteration):
+        work.append("then the CUDA graph capture in the next iteration")
+    return "; ".join(work) if work else "nothing to compile (eager backends)"
 
 
 def _silent(*args, **kwargs) -> None:
@@ -205,6 +225,7 @@ class TrainingRun:
         # paths); on CUDA the second captures the graphs. Neither is counted in the throughput or the phase
         # split when iterations follow them.
         self.warmup = max(0, min(2, cfg.iters - trainer.iteration - 1))
+        self.start_iteration = trainer.iteration
         self.records = IterationRecords(trainer, min_episodes=max(1, cfg.num_envs // 4))
         self.seconds: dict[int, float] = {}
         self.profiler = _profiler(cfg, log_dir) if self.main else None
@@ -219,6 +240,9 @@ class TrainingRun:
         cfg, trainer = self.cfg, self.trainer
         self.nsys_window.before(trainer.iteration)
         adapt_threads()  # the entry point's thread policy: pools as wide as the CPUs left free
+        first = trainer.iteration == self.start_iteration
+        if first and self.main and compile_log.active():
+            self.say(f"gpurl: iteration {trainer.iteration + 1} is this process's first: {first_iteration_work(trainer)}")
         t0 = time.perf_counter()
         with nvtx_range(f"iteration {trainer.iteration}"):
             losses = trainer.iterate()
@@ -233,6 +257,9 @@ class TrainingRun:
         records = self.records.pop(flush=checkpoint)
         seconds = time.perf_counter() - t0
         self.seconds[trainer.iteration] = seconds
+        if first and self.main and compile_log.active():
+            self.say(f"gpurl: first iteration done in {seconds:.1f} s, its compiles included (not counted in "
+                     "the throughput)")
         if self.warmup:  # compiles, and on CUDA the graph captures: not timed
             self.warmup -= 1
             trainer.timer.read()

@@ -1,0 +1,82 @@
+"""A first run says what it compiles (gpurl.kernels.compile_log): a kernel build announces itself before the
+launch that compiles it and its time after, says when it came from the build cache instead, and says nothing
+to nobody (no listener) or for a launch that compiles nothing."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from gpurl.kernels import compile_log
+from gpurl.kernels.program import EnvKernel, per_agent
+
+pytestmark = pytest.mark.cpu
+
+
+def _triple(e, i, x):
+    x[e, i] = x[e, i] * np.float32(3)
+
+
+def launch_and_listen(x) -> list[str]:
+    lines = []
+    kernel = EnvKernel("triple", [per_agent(_triple)], nargs=1)  # a new build each time: its own dispatcher
+    with compile_log.listening(lines.append):
+        kernel.launch("cpu", 2, 3, x)
+        kernel.launch("cpu", 2, 3, x)  # the same argument types: nothing compiles, nothing is said
+    return lines
+
+
+def test_a_build_is_announced_compiled_then_loaded_from_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPURL_CACHE_DIR", str(tmp_path))
+    x = np.ones((2, 3), dtype=np.float32)
+    first = launch_and_listen(x)
+    assert first[0] == f"gpurl: compiling kernel triple for cpu (Numba; later runs load it from {tmp_path}) ..."
+    assert re.fullmatch(r"gpurl: kernel triple for cpu compiled in \d+\.\d s", first[1]) and len(first) == 2
+    again = launch_and_listen(x)  # a new process would do the same: the build is on disk now
+    assert re.fullmatch(r"gpurl: kernel triple for cpu loaded from the cache in \d+\.\d s", again[1]) and len(again) == 2
+    np.testing.assert_array_equal(x, np.full((2, 3), 81, dtype=np.float32))  # four launches ran
+
+
+def test_nothing_is_said_without_a_listener(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GPURL_CACHE_DIR", str(tmp_path))
+    assert not compile_log.active()
+    EnvKernel("triple", [per_agent(_triple)], nargs=1).launch("cpu", 2, 3, np.ones((2, 3), dtype=np.float32))
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_training_run_says_what_its_first_iteration_compiles(tmp_path):
+    """(The compiled backends' line names torch.compile and its cache: seen in a real run, too slow here.)"""
+    from gpurl.train.run import train
+
+    from tiny_runs import tiny_config
+
+    lines = []
+    train(tiny_config(tmp_path / "run", iters=2), say=lines.append)  # eager: no torch.compile to wait for here
+    first = [line for line in lines if line.startswith("gpurl: iteration 1 is this process's first:")]
+    assert first == ["gpurl: iteration 1 is this process's first: nothing to compile (eager backends)"], lines
+    assert any(re.fullmatch(r"gpurl: first iteration done in \d+\.\d s, its compiles included \(not counted in "
+                            r"the throughput\)", line) for line in lines), lines
+    assert not any("iteration 2 is" in line for line in lines)
+    assert not compile_log.active()  # the run stopped listening when it ended
+
+
+def test_the_first_iteration_line_names_each_compile_and_its_cache(monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+
+    from gpurl.train.run import first_iteration_work
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/x/inductor")
+
+    def trainer(backends, device="cpu", graphed=False):
+        return SimpleNamespace(algo=SimpleNamespace(backends=lambda: backends), device=torch.device(device),
+                               graphed=graphed, graphed_iteration=False)
+
+    assert first_iteration_work(trainer({"acting": "compiled", "learning": "compiled"})) == (
+        "torch.compile of the acting and learning steps (cached in /x/inductor: a later run of this configuration "
+        "loads them)")
+    assert first_iteration_work(trainer({"acting": "triton", "learning": "compiled"}, "cuda", graphed=True)) == (
+        "torch.compile of the learning steps (cached in /x/inductor: a later run of this configuration loads them); "
+        "the Triton kernels (cached in Triton's cache); then the CUDA graph capture in the next iteration")
