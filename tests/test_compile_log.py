@@ -31,7 +31,7 @@ def test_a_build_is_announced_compiled_then_loaded_from_the_cache(tmp_path, monk
     monkeypatch.setenv("GPURL_CACHE_DIR", str(tmp_path))
     x = np.ones((2, 3), dtype=np.float32)
     first = launch_and_listen(x)
-    assert first[0] == f"gpurl: compiling kernel triple for cpu (Numba; later runs load it from {tmp_path}) ..."
+    assert first[0] == f"gpurl: building kernel triple for cpu (Numba; cached in {tmp_path}) ..."
     assert re.fullmatch(r"gpurl: kernel triple for cpu compiled in \d+\.\d s", first[1]) and len(first) == 2
     again = launch_and_listen(x)  # a new process would do the same: the build is on disk now
     assert re.fullmatch(r"gpurl: kernel triple for cpu loaded from the cache in \d+\.\d s", again[1]) and len(again) == 2

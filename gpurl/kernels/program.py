@@ -345,7 +345,7 @@ class EnvKernel:
         hits = getattr(compiled, "_cache_hits", None)  # Numba's per-signature count of builds loaded from disk
         before = sum(hits.values()) if hits is not None else 0
         where = build_cache.cache_dir() if target == "cpu" else None
-        note = f"Numba; later runs load it from {where}" if where is not None else "Numba"
+        note = f"Numba; cached in {where}" if where is not None else "Numba"
         return compile_log.compiling(f"kernel {self.name} for {target}", note,
                                      loaded=lambda: hits is not None and sum(hits.values()) > before)
 
