@@ -99,3 +99,11 @@ def _landmark_extent(env, resets: int = 300) -> float:
         env.reset()
         top = max(top, max(float(np.abs(lm.state.p_pos).max()) for lm in env.world.landmarks))
     return top
+
+
+if __name__ == "__main__":  # cd bench && ONPOLICY_PATH=/path/to/on-policy python -m peers_lib.onpolicy_check
+    import json
+
+    found = {scenario: check_reward_map(scenario) for scenario in ("simple_spread", "simple_speaker_listener")}
+    print("RESULT " + json.dumps({"bench": "onpolicy_check", "largest_differences": found}, sort_keys=True,
+                                 default=float))

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -37,6 +36,7 @@ from . import build_cache, compile_log
 from .bounds import BoundsCheck
 from .errors import check_phase_signatures, index_error, is_author_error, is_index_error, raise_alone, typing_error
 from .float64 import watch_cpu_build
+from .plain_python import _plain_python
 from .targets import TARGETS, DeviceFunction
 
 if TYPE_CHECKING:
@@ -425,29 +425,6 @@ class EnvKernel:
         except Exception as err:
             err.gpurl_phase = (p, e, i)
             raise
-
-
-def _plain_python(pyfunc: Callable, cache: dict, constants: tuple = (), target: str = "cpu") -> Callable:
-    """``pyfunc`` with every DeviceFunction it names replaced by its plain ``target`` implementation
-    (recursively) and every global named in ``constants`` by its value, so that :meth:`EnvKernel.run_python`
-    runs what the ``target`` build compiles. Code objects are shared, so tracebacks point at the author's source."""
-    if id(pyfunc) in cache:
-        return cache[id(pyfunc)]
-    cache[id(pyfunc)] = pyfunc  # a self-referencing helper stops here
-    g = pyfunc.__globals__
-    names = [n for n in pyfunc.__code__.co_names if isinstance(g.get(n), DeviceFunction)]
-    fixed = {n: v for n, v in constants if n in pyfunc.__code__.co_names and n in g}
-    if not names and not fixed:
-        return pyfunc
-    plain_globals = dict(g)
-    plain_globals.update(fixed)
-    for name in names:
-        helper = plain_globals[name]
-        plain_globals[name] = _plain_python(helper._overrides.get(target, helper.py_func), cache, constants, target)
-    clone = types.FunctionType(pyfunc.__code__, plain_globals, pyfunc.__name__, pyfunc.__defaults__,
-                               pyfunc.__closure__)
-    cache[id(pyfunc)] = clone
-    return clone
 
 
 def block_size(num_agents: int) -> int:
