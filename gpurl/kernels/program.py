@@ -122,6 +122,10 @@ def _cpu_sources(name: str, phases: tuple[Phase, ...], nargs: int, fixed_agents:
     Either way a run of consecutive rare phases is a function of its own (``{name}_rare{p}``), called only
     where one of their guards holds.
 
+    The prange's index is cast to int64 before any call: Numba types it int64 in the driver and uint64 in the
+    parallel body it builds from it, and a call with each would compile every called function twice (half of
+    a build's time).
+
     Every function that takes an env index ``e`` first returns where ``e < 0`` (never: envs count from 0).
     Numba wraps a negative array index around (``a[e]`` is ``a[e + len(a)]`` for e < 0) at every access with a
     signed index; below that test LLVM knows ``e >= 0`` and drops the wraparound from every access of the env.
@@ -132,7 +136,8 @@ def _cpu_sources(name: str, phases: tuple[Phase, ...], nargs: int, fixed_agents:
     functions: dict[str, str] = {}
     lines = ([f"def {name}_envs(e0, e1, num_agents, {args}):", "    for e in range(e0, e1):",
               *("    " + line for line in env_index_is_valid)] if fixed_agents
-             else [f"def {name}(num_envs, num_agents, envs_per_call, {args}):", "    for e in prange(num_envs):"])
+             else [f"def {name}(num_envs, num_agents, envs_per_call, {args}):", "    for env in prange(num_envs):",
+                   "        e = int64(env)"])
 
     def outline(function_name: str, run: list[int]) -> None:
         body = [f"def {function_name}(e, num_agents, {args}):", *env_index_is_valid]
@@ -167,7 +172,7 @@ def _cpu_sources(name: str, phases: tuple[Phase, ...], nargs: int, fixed_agents:
     functions[f"{name}_envs"] = "\n".join(lines) + "\n"
     driver = (f"def {name}(num_envs, num_agents, envs_per_call, {args}):\n"
               f"    for chunk in prange((num_envs + envs_per_call - 1) // envs_per_call):\n"
-              f"        e0 = chunk * envs_per_call\n"
+              f"        e0 = int64(chunk) * envs_per_call\n"
               f"        {name}_envs(e0, min(num_envs, e0 + envs_per_call), num_agents, {args})\n")
     return functions, driver
 
@@ -269,6 +274,7 @@ class EnvKernel:
         namespace.update({f"when{p}": ph.when.build(target, constants) for p, ph in enumerate(self.phases)
                           if ph.when is not None})
         namespace["prange"] = numba.prange
+        namespace["int64"] = numba.int64
         namespace["__name__"] = __name__  # an importable module: a build loaded from disk rebuilds its globals from it
         functions, driver_src = _cpu_sources(fname, self.phases, self.nargs, dict(constants).get(FIXED_AGENTS, 0))
         for function_name, source in functions.items():  # rare phases first: the chunk function calls them

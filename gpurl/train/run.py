@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import time
 from contextlib import ExitStack, nullcontext
 from pathlib import Path
@@ -76,7 +77,8 @@ def train(cfg: TrainConfig, checkpoint: dict | None = None, say=print, placement
     """
     run = TrainingRun(cfg, checkpoint, say=say, placement=placement)
     # The main rank says what its first launches and iteration compile, and how long that took.
-    with compile_log.listening(say) if run.main else nullcontext():
+    live = sys.stderr if progress_wanted(run.cfg.progress) else None  # a terminal: a status line moves in place
+    with compile_log.listening(say, live) if run.main else nullcontext():
         run.build()
         try:
             run.begin()
@@ -244,7 +246,8 @@ class TrainingRun:
         if first and self.main and compile_log.active():
             self.say(f"gpurl: iteration {trainer.iteration + 1} is this process's first: {first_iteration_work(trainer)}")
         t0 = time.perf_counter()
-        with nvtx_range(f"iteration {trainer.iteration}"):
+        with nvtx_range(f"iteration {trainer.iteration}"), \
+                compile_log.waiting("running the first iteration, its compiles included") if first else nullcontext():
             losses = trainer.iterate()
         self.nsys_window.after(trainer.iteration)
         self.records.update(losses)
