@@ -12,6 +12,7 @@ Typing errors cost no compilation; the first-launch check stops a bad index befo
 """
 import importlib.util
 import traceback
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -156,6 +157,23 @@ def test_the_example_env_with_a_wrong_array_shape(author):
     message = str(info.value)
     assert "kernel 'broken_foraging' (cpu build) does not compile, phase 0 of 11, move (per agent)" in message
     assert 'custom_env.py", line' in message and "s.hit is uint8 ndarray of shape [2] (1-d)" in message
+    # The traceback is the caller's line and env.reset's: none of the launch machinery's frames.
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert [(Path(f.filename).name, f.name) for f in frames] == [
+        ("test_custom_env_errors.py", "test_the_example_env_with_a_wrong_array_shape"), ("base.py", "reset")]
+
+
+def test_gpurl_debug_keeps_the_launch_machinerys_frames(author, monkeypatch):
+    class BrokenForaging(custom_env.Foraging):
+        name = "broken_foraging_debugged"
+        scratch = {"hit": field("uint8")}
+
+    monkeypatch.setenv("GPURL_DEBUG", "1")
+    env = BrokenForaging(num_envs=2, device="cpu", seed=0)
+    with pytest.raises(KernelTypingError) as info:
+        env.reset()
+    files = {Path(f.filename).name for f in traceback.extract_tb(info.value.__traceback__)}
+    assert {"base.py", "program.py"} <= files
 
 
 def test_out_of_bounds_in_the_cpu_build_under_boundscheck(monkeypatch):

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..kernels.interop import current_stream, current_stream_handle, kernel_view, simulator_enabled, target_for
+from ..kernels.errors import KernelIndexError, KernelTypingError, raised_here
 from ..kernels.fields import Field, struct_type
 from ..kernels.prepared_launch import NotPrepared
 from ..kernels.program import FIXED_AGENTS
@@ -391,7 +392,10 @@ class KernelEnv(StepInputChecks):
         if seed is not None:
             self.seed = seed
             self._rekey(mask)
-        self._launch_reset(mask)
+        try:
+            self._launch_reset(mask)
+        except (KernelTypingError, KernelIndexError) as err:  # an author's mistake, found at a first launch
+            raise raised_here(err)
         self._needs_reset = False
         return self.obs
 
@@ -420,7 +424,10 @@ class KernelEnv(StepInputChecks):
             self._check_outputs(out)
         if self.validate:
             self._check_action_values(actions)
-        self._launch_step(actions, out)
+        try:
+            self._launch_step(actions, out)
+        except (KernelTypingError, KernelIndexError) as err:
+            raise raised_here(err)
         if out is None:
             return self.obs, self.reward, self.terminated, self.truncated, self._info
         final_global_state = self.final_global_state if out.final_global_state is None else out.final_global_state

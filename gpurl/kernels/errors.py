@@ -109,6 +109,13 @@ def raise_alone(found: BaseException, cause: BaseException) -> None:
     raise found.with_traceback(None) from None
 
 
+def raised_here(err: BaseException) -> BaseException:
+    """``err``, a kernel author's error caught by a public call (``env.reset``, ``env.step``), to raise again from
+    there: its traceback then starts at the caller's line, not at the frames of gpurl's launch machinery
+    (kept with ``GPURL_DEBUG=1``)."""
+    return err if os.environ.get(DEBUG_SWITCH, "0") == "1" else err.with_traceback(None)
+
+
 def is_author_error(err: BaseException) -> bool:
     """``err`` is one of gpurl's kernel-author errors (raised, e.g., from inside Numba's compile)."""
     return isinstance(err, (KernelTypingError, KernelIndexError))
