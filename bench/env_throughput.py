@@ -25,6 +25,7 @@ from gpurl.envs import resolve_device
 from gpurl.envs.tag_continuous import TAG_5V1000, TAG_10V100
 
 from _common import describe_machine, print_result, sync
+from phase_timing import action_pool, time_phases
 
 CONFIGS = {
     "tag-10v100": TAG_10V100,
@@ -52,13 +53,6 @@ def parse_args():
     ap.add_argument("--phases-envs", type=int, default=1000, help="num_envs of the phase split")
     ap.add_argument("--seed", type=int, default=0)
     return ap.parse_args()
-
-
-def action_pool(env, count: int, seed: int) -> list[torch.Tensor]:
-    gen = torch.Generator(device=env.device).manual_seed(seed)
-    high = env._action_high  # [N, 2] exclusive bounds
-    return [(torch.rand((env.num_envs, env.num_agents, 2), generator=gen, device=env.device) * high).long()
-            for _ in range(count)]
 
 
 def time_steps(env, actions, steps: int, repeats: int) -> float:
@@ -122,8 +116,6 @@ def main():
                   flush=True)
     phases = None
     if args.phases:
-        from phase_timing import time_phases
-
         phases = time_phases(configs[0], CONFIGS[configs[0]], args.phases_envs, args, device)
     machine["numba_threading_layer"] = describe_machine(device).get("numba_threading_layer")
     print_result({"bench": "env_throughput", "machine": machine, "rows": rows, "phases": phases,

@@ -20,14 +20,21 @@ from gpurl.kernels import EnvKernel
 from _common import sync
 
 
+def action_pool(env, count: int, seed: int) -> list[torch.Tensor]:
+    """``count`` action tensors of tag_continuous (int64 [E, N, 2], uniform below each agent's bounds), drawn on
+    the env's device up front so that a timed loop measures the env alone."""
+    gen = torch.Generator(device=env.device).manual_seed(seed)
+    high = env._action_high  # [N, 2] exclusive bounds
+    return [(torch.rand((env.num_envs, env.num_agents, 2), generator=gen, device=env.device) * high).long()
+            for _ in range(count)]
+
+
 def _buffers(env) -> list[torch.Tensor]:
     state = [getattr(env.state, f.name) for f in dataclasses.fields(env.state)]
     return state + [env.obs, env.final_obs, env.reward, env.terminated, env.truncated] + list(env._tensors.values())
 
 
 def time_phases(name: str, params: dict, num_envs: int, args, device, repeats: int = 7) -> list[dict]:
-    from env_throughput import action_pool  # noqa: PLC0415  (same folder, avoids a cycle at import)
-
     env = gpurl.make("tag_continuous", num_envs=num_envs, device=device, seed=args.seed, validate=False, **params)
     env.reset()
     actions = action_pool(env, 8, args.seed)

@@ -15,7 +15,8 @@ from gpurl.algos.compiling import compile_step
 from gpurl.algos.flat import FlatParameters
 from gpurl.algos.flat_adam import FlatAdam
 from gpurl.algos.nets import ActorCritic
-from gpurl.algos.ppo_loss import STAT_NAMES, GroupBatch, LossCoefficients, advantage_moments, groups_loss, ppo_loss
+from gpurl.algos.ppo_loss import (STAT_NAMES, GroupBatch, LossCoefficients, advantage_moments, groups_loss, ppo_loss,
+                                 stat_row)
 from gpurl.algos.update_step import apply_gradient, gradient_autograd, gradient_compiled
 from gpurl.multigpu.placement import LocalComm
 from gpurl.train import Trainer, build_config
@@ -78,7 +79,8 @@ def test_hand_computed_case():
     mb = GroupBatch(inputs=torch.zeros(1, 1), actions=torch.tensor([[1]]), log_prob=torch.tensor([math.log(0.5)]),
                     advantages=torch.tensor([1.0]), returns=torch.tensor([1.0]), values=torch.tensor([1.5]))
     coef = COEFS["clipped"]
-    loss, stats = ppo_loss(policy, mb, 1, torch.tensor(0.0), torch.tensor(1.0), coef)
+    terms = ppo_loss(policy, mb, 1, torch.tensor(0.0), torch.tensor(1.0), coef)
+    loss, stats = terms.loss, stat_row(terms)
     ratio = 0.75 / 0.5                               # 1.5, clipped to 1.2; advantage > 0: min(1.5, 1.2)
     pg = -1.2
     v_loss = 0.5 * max((2.0 - 1.0) ** 2, (1.7 - 1.0) ** 2)   # clipped value 1.5 + 0.2
@@ -86,6 +88,9 @@ def test_hand_computed_case():
     want = [pg - 0.05 * entropy + 0.7 * v_loss, pg, v_loss, entropy, (ratio - 1) - math.log(ratio), 1.0]
     torch.testing.assert_close(stats, torch.tensor(want), rtol=1e-6, atol=1e-6)
     assert loss.item() == pytest.approx(want[0], rel=1e-6)
+    assert terms.pg_loss.item() == pytest.approx(pg, rel=1e-6) and terms.v_loss.item() == pytest.approx(v_loss)
+    assert terms.entropy.item() == pytest.approx(entropy, rel=1e-6) and terms.clipfrac.item() == 1.0
+    assert STAT_NAMES == ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # the log's columns
 
 
 def test_advantage_moments_are_the_unbiased_minibatch_moments():

@@ -8,11 +8,31 @@ each other. Advantage normalisation needs moments over the whole minibatch, whic
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
-STAT_NAMES = ("loss", "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
+
+class LossTerms(NamedTuple):
+    """One group's PPO loss and the statistics logged beside it, float32 scalars (``loss`` carries the
+    gradient; :func:`stat_row` stacks them for the learner's device-side sums)."""
+
+    loss: torch.Tensor
+    pg_loss: torch.Tensor
+    v_loss: torch.Tensor
+    entropy: torch.Tensor
+    approx_kl: torch.Tensor
+    clipfrac: torch.Tensor
+
+
+#: The statistics' names, in :func:`stat_row`'s order (the learner's sums and its log columns).
+STAT_NAMES = LossTerms._fields
+
+
+def stat_row(terms: LossTerms) -> torch.Tensor:
+    """float32 [len(STAT_NAMES)]: ``terms`` detached, in :data:`STAT_NAMES` order."""
+    return torch.stack([term.detach() for term in terms])
 
 
 @dataclass(frozen=True)
@@ -142,8 +162,8 @@ def value_terms(value: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
 
 
 def group_loss(policy: nn.Module, critic: nn.Module | None, mb, cmb: "CriticBatch | None", size: int,
-               value_size: int, adv_mean: torch.Tensor, adv_std: torch.Tensor, coef: LossCoefficients):
-    """``(loss, stats float32 [len(STAT_NAMES)])`` of one group's part of a minibatch: ``mb`` the actor's
+               value_size: int, adv_mean: torch.Tensor, adv_std: torch.Tensor, coef: LossCoefficients) -> LossTerms:
+    """The :class:`LossTerms` of one group's part of a minibatch: ``mb`` the actor's
     samples (:class:`GroupBatch` rows, or a recurrent actor's :class:`SequenceBatch`), ``size`` their
     count over all ranks; the value loss from the policy's own critic on the same samples
     (``critic`` None), or from a central critic on ``cmb``'s env rows, ``value_size`` values over all
@@ -162,14 +182,13 @@ def group_loss(policy: nn.Module, critic: nn.Module | None, mb, cmb: "CriticBatc
     else:
         v_loss = value_terms(critic.values(cmb.states), cmb.values, cmb.returns, value_size, coef, cmb.weight)
     loss = pg_loss - coef.ent_coef * entropy_mean + coef.vf_coef * v_loss
-    stats = torch.stack([loss.detach(), pg_loss.detach(), v_loss.detach(), entropy_mean.detach(), approx_kl,
-                         clipfrac])
-    return loss, stats
+    return LossTerms(loss=loss, pg_loss=pg_loss, v_loss=v_loss, entropy=entropy_mean, approx_kl=approx_kl,
+                     clipfrac=clipfrac)
 
 
 def ppo_loss(policy: nn.Module, mb: GroupBatch, size: int, adv_mean: torch.Tensor, adv_std: torch.Tensor,
-             coef: LossCoefficients) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(loss, stats float32 [len(STAT_NAMES)])`` of this rank's part ``mb`` of a minibatch of ``size``
+             coef: LossCoefficients) -> LossTerms:
+    """The :class:`LossTerms` of this rank's part ``mb`` of a minibatch of ``size``
     samples over all ranks (``mb.inputs`` normalised: :meth:`ActorCritic.normalize`), value from the
     policy's own critic. ``adv_mean``/``adv_std`` normalise the advantages (0 and 1 leave them as they
     are: 1 + 1e-8 is 1 in float32)."""
@@ -188,9 +207,9 @@ def groups_loss(policies: list[nn.Module], batches: list, sizes: list[int],
     parts = [group_loss(p, c, mb, cmb, size, vsize, mean, std, coef)
              for p, c, mb, cmb, size, vsize, (mean, std)
              in zip(policies, critics, batches, critic_batches, sizes, value_sizes, moments)]
-    return sum(loss for loss, _ in parts), torch.stack([stats for _, stats in parts])
+    return sum(terms.loss for terms in parts), torch.stack([stat_row(terms) for terms in parts])
 
 
-__all__ = ["STAT_NAMES", "CriticBatch", "GroupBatch", "LossCoefficients", "SequenceBatch", "advantage_moments",
-           "advantage_sums", "group_loss", "groups_loss", "moments_of", "policy_terms", "ppo_loss", "value_terms",
-           "weighted_sum"]
+__all__ = ["STAT_NAMES", "CriticBatch", "GroupBatch", "LossCoefficients", "LossTerms", "SequenceBatch",
+           "advantage_moments", "advantage_sums", "group_loss", "groups_loss", "moments_of", "policy_terms", "ppo_loss",
+           "stat_row", "value_terms", "weighted_sum"]

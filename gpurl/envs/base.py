@@ -310,6 +310,11 @@ class KernelEnv(StepInputChecks):
         same memory: ``step_metrics()[name]`` is a row of it)."""
         return self._metric_rows if self.step_phases else torch.zeros(0, self.num_envs, device=self.device)
 
+    def kernel_source(self, target: str | None = None) -> str:
+        """The source gpurl generates around this env's phases for ``target`` ("cpu" or "cuda"; default: the
+        env's own), with the env's build constants (:meth:`gpurl.kernels.EnvKernel.source`)."""
+        return self.kernel.source(target or self.target, self._build_constants)
+
     def kernel_arguments(self) -> tuple:
         """``(s, c, actions)`` of the env's kernel, for tools that compile it alone: ``s`` and ``c`` as a step
         passes them, ``actions`` the reset's dummy (``env.action_dtype`` [1, 1, action_dims]), enough to type

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from . import build_cache
 from .address_table import address_table, table_wrapper
-from .program import _cpu_envs_per_call
+from .cpu_chunks import _cpu_envs_per_call
 
 if TYPE_CHECKING:
     from .program import EnvKernel

@@ -27,13 +27,13 @@ Python tracebacks.
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from . import build_cache, compile_log
 from .bounds import BoundsCheck
+from .cpu_chunks import _cpu_envs_per_call, envs_per_call  # noqa: F401 - envs_per_call: part of this module's API
 from .errors import check_phase_signatures, index_error, is_author_error, is_index_error, raise_alone, typing_error
 from .float64 import watch_cpu_build
 from .plain_python import _plain_python
@@ -208,25 +208,6 @@ def _cuda_source(name: str, phases: tuple[Phase, ...], nargs: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def envs_per_call(num_envs: int, num_agents: int, threads: int) -> int:
-    """Envs per call of the CPU build's chunk function: enough agents per call that the call's argument
-    passing is small next to the work, few enough that every one of ``threads`` threads gets several
-    chunks (prange splits chunks evenly, and an env's cost varies with its state)."""
-    by_work = max(1, 256 // max(1, num_agents))
-    by_balance = max(1, num_envs // (8 * max(1, threads)))
-    return min(by_work, by_balance)
-
-
-@functools.lru_cache(maxsize=256)
-def _cpu_envs_per_call(num_envs: int, num_agents: int) -> int:
-    """:func:`envs_per_call` for Numba's pool: its size, not ``numba.get_num_threads()``, which costs a
-    small env's launch a few percent; a lower thread count only leaves some chunks smaller than they could
-    be, and the chunking never changes a result."""
-    import numba
-
-    return envs_per_call(num_envs, num_agents, numba.config.NUMBA_NUM_THREADS)
-
-
 def _exec(source: str, fname: str, namespace: dict):
     exec(compile(source, f"<gpurl {fname}>", "exec"), namespace)
     return namespace[fname]
@@ -253,6 +234,22 @@ class EnvKernel:
         self._lock = threading.Lock()
         self.bounds = BoundsCheck(self)  # the first launches of each build and shapes: see .bounds
 
+    def _cpu_build_sources(self, constants: tuple) -> tuple[dict[str, str], str]:
+        """:func:`_cpu_sources` of this kernel's CPU build with ``constants``."""
+        return _cpu_sources(f"{self.name}_cpu", self.phases, self.nargs, dict(constants).get(FIXED_AGENTS, 0))
+
+    def source(self, target: str, constants: tuple = ()) -> str:
+        """The Python source gpurl generates for ``target``'s build with ``constants``, the functions Numba then
+        compiles around the phases (``phase{p}``, ``when{p}``: the author's functions): on the CPU the per-env
+        (or per-chunk) functions and the prange driver ``{name}_cpu``, on CUDA the kernel ``{name}_cuda``."""
+        if target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+        fname = f"{self.name}_{target}"
+        if target == "cuda":
+            return _cuda_source(fname, self.phases, self.nargs)
+        functions, driver_src = self._cpu_build_sources(constants)
+        return "\n\n".join([*functions.values(), driver_src])
+
     def driver_python(self, target: str, constants: tuple = ()) -> Callable:
         """The generated plain-Python driver for ``target`` (phases bound to their target builds with
         ``constants``, a :func:`~.targets.freeze_constants` tuple)."""
@@ -276,7 +273,7 @@ class EnvKernel:
         namespace["prange"] = numba.prange
         namespace["int64"] = numba.int64
         namespace["__name__"] = __name__  # an importable module: a build loaded from disk rebuilds its globals from it
-        functions, driver_src = _cpu_sources(fname, self.phases, self.nargs, dict(constants).get(FIXED_AGENTS, 0))
+        functions, driver_src = self._cpu_build_sources(constants)
         for function_name, source in functions.items():  # rare phases first: the chunk function calls them
             namespace[function_name] = numba.njit(_nrt=False)(_exec(source, function_name, namespace))
         return _exec(driver_src, fname, namespace)
@@ -306,7 +303,7 @@ class EnvKernel:
         """The on-disk cache's name for the CPU build with ``constants`` (:mod:`.build_cache`): the generated
         sources, the phases and all they reach, and the toolkit's own recipe (this module and targets)."""
         fname = f"{self.name}_cpu"
-        functions, driver_src = _cpu_sources(fname, self.phases, self.nargs, dict(constants).get(FIXED_AGENTS, 0))
+        functions, driver_src = self._cpu_build_sources(constants)
         roots = [f for phase in self.phases for f in (phase.fn, phase.when) if f is not None]
         return build_cache.build_key({**functions, fname: driver_src}, roots, constants)
 

@@ -1,0 +1,61 @@
+"""The source gpurl generates around an env's phases is readable (``env.kernel_source(target)``,
+``EnvKernel.source``), and a CPU build compiles each function of it once: the prange driver casts its index to
+int64 before any call (Numba types the index int64 in the driver and uint64 in the parallel body it builds, and a
+call with each compiled every called function twice)."""
+from __future__ import annotations
+
+import numpy as np
+import numba
+import pytest
+
+from gpurl.kernels import EnvKernel, per_agent, per_env
+
+from custom_env_harness import make_small
+
+pytestmark = pytest.mark.cpu
+
+
+def _scale(e, i, x, total):
+    x[e, i] = x[e, i] * np.float32(2)
+
+
+def _sum(e, x, total):
+    total[e] = np.float32(0)
+    for i in range(x.shape[1]):
+        total[e] += x[e, i]
+
+
+def _over_ten(e, x, total):
+    return total[e] > np.float32(10)
+
+
+def _halve(e, x, total):
+    total[e] = total[e] * np.float32(0.5)
+
+
+def test_each_function_of_a_cpu_build_compiles_once():
+    kernel = EnvKernel("compiled_once", [per_agent(_scale), per_env(_sum), per_env(_halve, when=_over_ten, rare=True)],
+                       nargs=2)
+    x, total = np.ones((5, 3), np.float32), np.zeros(5, np.float32)
+    kernel.launch("cpu", 5, 3, x, total)
+    np.testing.assert_array_equal(total, np.full(5, 6, np.float32))
+    kernel.launch("cpu", 5, 3, x, total)  # 12 > 10: the rare phase halves it
+    np.testing.assert_array_equal(total, np.full(5, 6, np.float32))
+    called = {name: f for name, f in kernel.build("cpu").py_func.__globals__.items()
+              if name.startswith("compiled_once_cpu_") and isinstance(f, numba.core.registry.CPUDispatcher)}
+    assert set(called) == {"compiled_once_cpu_p0", "compiled_once_cpu_p1", "compiled_once_cpu_rare2"}
+    assert {name: len(f.overloads) for name, f in called.items()} == {name: 1 for name in called}
+
+
+def test_an_envs_generated_source_names_its_functions_for_each_target():
+    env = make_small(num_envs=2)
+    cpu = env.kernel_source()  # the env's own target
+    assert cpu == env.kernel_source("cpu") == env.kernel.source("cpu", env._build_constants)
+    assert "def foraging_cpu(num_envs, num_agents, envs_per_call," in cpu and "for env in prange(num_envs):" in cpu
+    assert "        e = int64(env)" in cpu
+    assert all(f"phase{p}(" in cpu for p in range(len(env.kernel.phases)))
+    cuda = env.kernel_source("cuda")
+    assert "def foraging_cuda(num_envs, num_agents, lanes," in cuda and "cuda.syncthreads()" in cuda
+    compile(cpu, "<cpu source>", "exec"), compile(cuda, "<cuda source>", "exec")  # both are whole Python
+    with pytest.raises(ValueError, match="target must be one of"):
+        env.kernel_source("tpu")
