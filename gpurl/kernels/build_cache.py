@@ -41,7 +41,7 @@ KEY_VERSION = "1"
 NUMBA_SETTINGS = ("BOUNDSCHECK", "OPT", "DEBUGINFO_DEFAULT", "LOOP_VECTORIZE", "SLP_VECTORIZE", "ENABLE_AVX",
                   "CPU_NAME", "CPU_FEATURES")
 #: The toolkit's files that decide how a build is generated and compiled.
-RECIPE_FILES = ("program.py", "targets.py", "build_cache.py")
+RECIPE_FILES = ("program.py", "generated_source.py", "targets.py", "build_cache.py")
 OFF = "off"
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 

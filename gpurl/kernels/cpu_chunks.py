@@ -1,4 +1,4 @@
-"""How many envs one call of a CPU build's chunk function steps (:func:`.program._cpu_sources`, small worlds).
+"""How many envs one call of a CPU build's chunk function steps (:func:`.generated_source._cpu_sources`, small worlds).
 
 Its own module because both launch paths need it: :mod:`.program`'s ``EnvKernel.launch`` and
 :mod:`.direct_launch`, which launches through an ``EnvKernel`` and so must not import back into it.
