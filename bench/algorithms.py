@@ -77,7 +77,7 @@ def run_task(name: str, seed: int, scale: float, threads: int) -> dict:
     phases, iterations = result["phase_seconds"], result["timed_iterations"]
     if "replay" in phases:  # off-policy: transitions into the buffer, and updates, per second of their phase
         row["transitions_per_s"] = iterations * cfg.num_envs * cfg.rollout_len / max(phases["replay"], 1e-9)
-        row["updates_per_s"] = iterations * cfg.q_updates / max(phases.get("learn", 0.0), 1e-9)
+        row["updates_per_s"] = iterations * cfg.algo_params.q_updates / max(phases.get("learn", 0.0), 1e-9)
     return row
 
 

@@ -32,10 +32,10 @@ def minibatch_ops(trainer: Trainer) -> int:
     learner = trainer.algo.learner
     if trainer.algo.uses_replay:
         cfg, replay = trainer.config, trainer.replay
-        rows = replay.draw(learner.seed, learner.draw, cfg.q_updates, cfg.q_batch, trainer.learn_context.shard)
+        rows = trainer.learn_context.batches.replay_rows(replay, learner.seed, learner.draw, cfg.algo_params.q_updates, cfg.algo_params.q_batch)
         with HostWork() as work:
             learner.step(learner.totals, learner.update_ids[0], rows, replay.buffers())
-            learner.target_flat.data.lerp_(learner.flat.data, cfg.target_tau)
+            learner.target_flat.data.lerp_(learner.flat.data, cfg.algo_params.target_tau)
         return work.kernel_count
     inputs = [learner.samples.group_inputs(name, learner.moments[name]) for name in learner.nets]
     with HostWork() as work:
@@ -46,9 +46,7 @@ def minibatch_ops(trainer: Trainer) -> int:
 def measure(variant: str, args) -> dict:
     algo, _, recurrent = variant.partition(":")
     values = dict(device="cpu", iters=100, eval_episodes=0, progress=False, num_envs=args.num_envs,
-                  rollout_len=args.rollout_len, algo=algo, recurrent=recurrent or "none")
-    if algo != "mappo":
-        values["value_norm"] = False
+                  rollout_len=args.rollout_len, algo=algo, **({"recurrent": recurrent} if recurrent else {}))
     trainer = Trainer(build_config(args.preset, **values))
     for _ in range(args.warmup):
         trainer.iterate()

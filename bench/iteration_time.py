@@ -21,6 +21,7 @@ Ends with ``RESULT {"bench": "iteration_time", "preset", "device", "rows": [{"va
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import statistics
@@ -40,9 +41,7 @@ def variant_config(variant: str, preset: str, overrides: dict):
     else strings, set over the preset and the run's overrides."""
     name, *settings = variant.split("@")
     algo, _, recurrent = name.partition(":")
-    values = {**overrides, "algo": algo, "recurrent": recurrent or "none"}
-    if algo != "mappo":
-        values["value_norm"] = False
+    values = {**overrides, "algo": algo, **({"recurrent": recurrent} if recurrent else {})}
     for setting in settings:
         field, sep, text = setting.partition("=")
         if not sep:
@@ -122,9 +121,9 @@ def main() -> None:
     nodes = {}
     for v, trainer in trainers.items():
         cfg = trainer.config
-        print(f"{v}: preset {args.preset}, algo {cfg.algo}, recurrent {cfg.recurrent}, num_envs {cfg.num_envs}, "
-              f"rollout_len {cfg.rollout_len}, epochs {cfg.epochs}, minibatches {cfg.minibatches}, "
-              f"hidden {cfg.hidden}, train_groups {cfg.train_groups}; {trainer.backends()}")
+        params = " ".join(f"{k}={val}" for k, val in dataclasses.asdict(cfg.algo_params).items())
+        print(f"{v}: preset {args.preset}, algo {cfg.algo}, num_envs {cfg.num_envs}, rollout_len {cfg.rollout_len}, "
+              f"train_groups {cfg.train_groups}; {type(cfg.algo_params).__name__}: {params}; {trainer.backends()}")
         for _ in range(args.warmup):  # compiles; on CUDA the second captures
             trainer.iterate()
         nodes[v] = rollout_nodes_per_step(trainer) if args.count_nodes else None

@@ -51,7 +51,7 @@ class EnvConfig:
 
 
 def _preset_env_params(preset: str) -> dict:
-    from gpurl.train.config import PRESETS
+    from gpurl.train.presets import PRESETS
 
     return dict(PRESETS[preset]["env_params"])
 
@@ -71,7 +71,7 @@ def _scenario_configs() -> dict[str, EnvConfig]:
     from gpurl.envs.mpe import SCENARIOS
 
     return {f"mpe-{name}": EnvConfig(f"mpe-{name}", name, {}, 4096, "simple-tag", f"{name}, mpe2's defaults, 4096 envs")
-            for name in sorted(SCENARIOS)}
+            for name in sorted(SCENARIOS) if name != "simple_tag"}  # ENV_CONFIGS has it, at the same config
 
 
 #: Every MPE scenario of the particle core at mpe2's defaults and 4096 envs (simple_tag is in ENV_CONFIGS):
@@ -279,8 +279,8 @@ def _policies(config: EnvConfig, env) -> dict[str, object]:
     for name, group in env.groups.items():
         if isinstance(group.action_space, Box):
             continue  # Box groups act through the compiled torch definition, not the fused kernel
-        policy = ActorCritic(group.obs_dim * cfg.frame_stack, group.action_space, cfg.hidden, cfg.activation,
-                             cfg.norm_obs, torch.Generator().manual_seed(0))
+        policy = ActorCritic(group.obs_dim * cfg.algo_params.frame_stack, group.action_space, cfg.algo_params.hidden, cfg.algo_params.activation,
+                             cfg.algo_params.norm_obs, torch.Generator().manual_seed(0))
         out.setdefault((policy.in_dim, tuple(policy.dist.nvec)), (name, policy))
     return dict(out.values())
 

@@ -26,6 +26,7 @@ import torch
 import gpurl
 
 from gpurl.envs import resolve_device
+from gpurl.envs.launch_path import DirectLauncher, DispatchLauncher, PreparedLauncher
 
 from _common import describe_machine, print_result, sync
 
@@ -44,10 +45,10 @@ def parse_args(argv=None):
 
 def make(name: str, num_envs: int, device: torch.device, plain: bool):
     env = gpurl.make(name, num_envs=num_envs, seed=0, validate=False, global_state=False, device=device)
-    if plain and env._direct is not None:
-        env._direct.pin(None)  # every CPU launch passes the named tuple
-    if plain and env._prepared is not None:
-        env._prepared = None  # every CUDA launch goes through numba-cuda's dispatch
+    if plain and isinstance(env.launcher, DirectLauncher):
+        env.launcher.direct.pin(None)  # every CPU launch passes the named tuple
+    if plain and isinstance(env.launcher, PreparedLauncher):
+        env.launcher = DispatchLauncher(env)  # every CUDA launch goes through numba-cuda's dispatch
     env.reset()
     return env
 

@@ -85,7 +85,7 @@ PAIRS = {p.name: p for p in (
 #: What a plain run compares: the pairs whose references come with the peers extra.
 DEFAULT_PAIRS = tuple(name for name, p in PAIRS.items() if not p.tag)
 
-#: The TrainConfig fields that decide learning: a pair's RESULT shows them and a saved gpurl run is reused only
+#: The config's values (by flag name: ``TrainConfig.flat``) that decide learning: a pair's RESULT shows them and a saved gpurl run is reused only
 #: where they match. Every other field is in RUN_FIELDS (a test holds the two to every field).
 LEARNING_FIELDS = ("env", "env_params", "preset", "algo", "train_groups", "num_envs", "rollout_len", "iters",
                    "total_steps", "epochs", "minibatches", "lr", "anneal_lr", "gamma", "gae_lambda", "clip_coef",
@@ -160,7 +160,7 @@ def gpurl_config(pair: Pair, budget: int, seed: int = 0, **run_values):
 
 def learning_config(cfg) -> dict:
     """What decides a run's learning (LEARNING_FIELDS) of a resolved config."""
-    return {k: v for k, v in cfg.to_dict().items() if k in LEARNING_FIELDS}
+    return {k: v for k, v in cfg.flat().items() if k in LEARNING_FIELDS}
 
 
 def run_gpurl(pair: Pair, budget: int, seed: int) -> dict:

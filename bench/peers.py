@@ -230,7 +230,7 @@ def run_training(args, device, missing, say):
     cfg_dict = {k: getattr(cfg, k) for k in fields}
     say("  config (both): " + " ".join(f"{k}={v}" for k, v in cfg_dict.items()))
     say("  gpurl: one ActorCritic per group (adversary, good), separate actor/critic MLPs; policy_backend="
-        f"{cfg.policy_backend}; the baseline: the same per group, written in JAX (bench/peers_lib/jax_ippo.py)")
+        f"{cfg.algo_params.policy_backend}; the baseline: the same per group, written in JAX (bench/peers_lib/jax_ippo.py)")
     t0 = time.perf_counter()
     say(f"  seeds {cfg.seed}..{cfg.seed + args.train_seeds - 1}: one alternating comparison each; the JAX baseline "
         + ("in its own process" if args.train_own_process else "in this process"))
@@ -240,8 +240,8 @@ def run_training(args, device, missing, say):
     result["wall_seconds"] = round(time.perf_counter() - t0, 1)
     out_dir = Path(args.out_dir) if args.out_dir else Path("runs") / f"peers-{time.strftime('%Y%m%d-%H%M%S')}"
     png = plot_curves(result, out_dir / "training_curves.png",
-                      f"simple_tag 3v1v2, {cfg.num_envs} envs x T={cfg.rollout_len}, hidden {cfg.hidden}, "
-                      f"{cfg.epochs} epochs x {cfg.minibatches} minibatches, mean of {args.train_seeds} seed(s); "
+                      f"simple_tag 3v1v2, {cfg.num_envs} envs x T={cfg.rollout_len}, hidden {cfg.algo_params.hidden}, "
+                      f"{cfg.algo_params.epochs} epochs x {cfg.algo_params.minibatches} minibatches, mean of {args.train_seeds} seed(s); "
                       f"gpurl on {device}, JAX IPPO on CPU")
     result["curve_png"] = str(png) if png else None
     g, j = result["gpurl"]["env_steps_per_s"], result["jax_ippo"]["env_steps_per_s"]

@@ -48,8 +48,8 @@ def preset_payloads(preset: str, envs_per_gpu: int, rollout_len: int | None) -> 
     env = make(cfg.env, num_envs=1, **cfg.env_params)
     params = 0
     for group in env.groups.values():
-        in_dim = group.obs_dim * cfg.frame_stack
-        policy = ActorCritic(in_dim, group.action_space, cfg.hidden, cfg.activation, cfg.norm_obs,
+        in_dim = group.obs_dim * cfg.algo_params.frame_stack
+        policy = ActorCritic(in_dim, group.action_space, cfg.algo_params.hidden, cfg.algo_params.activation, cfg.algo_params.norm_obs,
                              generator=torch.Generator().manual_seed(0))
         params += sum(p.numel() for p in policy.parameters())
     steps = cfg.rollout_len * envs_per_gpu
@@ -57,7 +57,7 @@ def preset_payloads(preset: str, envs_per_gpu: int, rollout_len: int | None) -> 
     # actions (int64), reward, log-prob, value; per env-step: two flags.
     per_agent = 2 * env.obs_dim * 4 + env.action_dims * 8 + 3 * 4
     rollout = steps * (env.num_agents * per_agent + 2)
-    allreduces = cfg.epochs * cfg.minibatches
+    allreduces = cfg.algo_params.epochs * cfg.algo_params.minibatches
     return dict(params=params, allreduces=allreduces, allreduce_bytes=params * 4,
                 data_parallel=allreduces * params * 4, central_learner=rollout, weights_bytes=params * 4,
                 preset=preset, envs_per_gpu=envs_per_gpu, rollout_len=cfg.rollout_len, num_agents=env.num_agents)

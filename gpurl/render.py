@@ -7,8 +7,9 @@
 (``Trainer.record_episode`` plays it, :func:`save_animation` draws it). Rendering reads env 0's state
 back to the host after every step: it is a viewer, not part of any training loop.
 
-An env draws itself: its class's ``draw_frame(ax, env, frames, t)`` (matplotlib; each built-in env's
-lives in its own folder, ``draw.py``), or one given by :func:`register_drawer` for a class you do not own.
+An env draws itself: its class's ``draw_frame(ax, env, frames, t)`` (matplotlib; a built-in env's lives in
+its folder's ``draw.py``, an MPE scenario's in its module), or one given by :func:`register_drawer` for a class
+you do not own.
 matplotlib (the ``train`` extra) and Pillow write GIFs; MP4 needs ffmpeg on the PATH.
 """
 from __future__ import annotations

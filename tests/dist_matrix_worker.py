@@ -12,19 +12,37 @@ import sys
 
 import torch.distributed as dist
 
+import reinforce_algo  # noqa: F401  (registers --algo reinforce: an algorithm from outside gpurl joins the matrix)
 from dist_helpers import TINY_ARGS, VALUE_ARGS
 from gpurl.algos import ALGORITHMS
+from gpurl.algos.params import param_fields
+from gpurl.train.config import RUN_FIELDS
 from gpurl.train.cli import config_from_args
 from gpurl.train.launch import run
 
 ITERS = 2
 
 
+def reads(algo: str, flag: str) -> bool:
+    """``flag`` (``--name``, ``--no-name``) sets a run field or a parameter of ``algo``."""
+    name = flag.removeprefix("--").removeprefix("no-").replace("-", "_")
+    return name in RUN_FIELDS or name in param_fields(ALGORITHMS[algo].params_type) or name == "env_param"
+
+
 def variant_args(algo: str, recurrent: str) -> list[str]:
+    """The shared tiny run's flags that ``algo`` reads (a value for a parameter it does not read is refused)."""
     base = VALUE_ARGS if ALGORITHMS[algo].uses_replay else TINY_ARGS
-    if algo == "a2c":  # A2C fixes one epoch and one minibatch and refuses other values
-        base = [*base, "--epochs", "1", "--minibatches", "1"]  # argparse: the last value of a flag wins
-    return [*base, "--algo", algo, "--recurrent", recurrent, "--iters", str(ITERS)]
+    args, k = [], 0
+    while k < len(base):
+        takes_value = k + 1 < len(base) and not base[k + 1].startswith("--")
+        if reads(algo, base[k]):
+            args += base[k:k + 1 + takes_value]
+        k += 1 + takes_value
+    if algo == "a2c":  # A2C's own defaults: one epoch, one minibatch
+        args = [*args, "--epochs", "1", "--minibatches", "1"]  # argparse: the last value of a flag wins
+    if recurrent != "none":
+        args += ["--recurrent", recurrent]
+    return [*args, "--algo", algo, "--iters", str(ITERS)]
 
 
 def keep_one_process_group() -> None:

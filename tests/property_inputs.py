@@ -255,11 +255,19 @@ def run_env_cases(name: str, validate: bool, examples: int, seed_value: int) -> 
 def run_config_cases(examples: int, seed_value: int) -> None:
     from gpurl.train.config import TrainConfig
 
-    base = TrainConfig(iters=1)  # a runnable config; each case changes one field of it
+    from gpurl.algos import MAPPOParams, QParams
 
-    @search(param_cases(TrainConfig), examples, seed_value + 3)
-    def config_case(kwargs):
-        tried(counts["config"], lambda: dataclasses.replace(base, **kwargs).validated())
+    for algo, params_type in (("mappo", MAPPOParams), ("iql", QParams)):
+        base = TrainConfig(iters=1, algo=algo, algo_params=params_type())  # runnable; each case changes one field
+
+        @search(param_cases(TrainConfig), examples // 2, seed_value + 3)
+        def config_case(kwargs):
+            tried(counts["config"], lambda: dataclasses.replace(base, **kwargs).validated())
+
+        @search(param_cases(params_type), examples // 2, seed_value + 4)
+        def params_case(kwargs):
+            params = dataclasses.replace(base.algo_params, **kwargs)
+            tried(counts["config"], lambda: dataclasses.replace(base, algo_params=params).validated())
 
 
 def main() -> int:

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 import gpurl
-from gpurl.envs.simple_tag.reference import forces_ref, global_state_ref, observe_ref, reset_ref, step_ref
+
+from simple_tag_reference import forces_ref, global_state_ref, observe_ref, reset_ref, step_ref
 
 STATE_KEYS = ("pos", "vel", "landmark_pos", "timestep", "episode")
 FLOAT_KEYS = ("pos", "vel", "landmark_pos")

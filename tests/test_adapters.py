@@ -368,7 +368,8 @@ def test_vector_env_errors():
 
 
 class Countdown(KernelEnv):
-    """One agent "solo": obs [t, last action]; reward = action; action 2 terminates; truncated at t == 4."""
+    """One agent "solo": obs [t, last action]; reward = action; action 2 terminates; truncated at t == 4.
+    No kernel: its launcher (:class:`CountdownLauncher`) steps it in torch."""
 
     LENGTH = 4
 
@@ -376,24 +377,40 @@ class Countdown(KernelEnv):
         super().__init__(num_envs=num_envs, device=device, seed=seed, autoreset=autoreset, validate=validate)
         self._setup_outputs(1, OrderedDict(solo=Group(slice(0, 1), 2, gymnasium.spaces.Discrete(3))))
         self.t = torch.zeros(num_envs, dtype=torch.int32)
+        self._tensors = {"restart": torch.zeros(num_envs, dtype=torch.bool)}  # reset() marks the envs to restart
+        self._consts = self._reset_consts = None  # no kernel constants
+        self.launcher = CountdownLauncher(self)
 
     def _rekey(self, mask):
         pass
 
-    def _launch_reset(self, mask):
-        self.t[mask] = 0
-        self.obs[mask] = 0
 
-    def _launch_step(self, actions, out):
-        a = actions[:, 0, 0]
-        self.t += 1
-        self.reward[:, 0] = a.float()
-        self.terminated.copy_(a == 2)
-        self.truncated.copy_((self.t >= self.LENGTH) & ~self.terminated)
-        self.obs[:, 0, 0], self.obs[:, 0, 1] = self.t.float(), a.float()
-        done = self.terminated | self.truncated
-        self.final_obs[done] = self.obs[done]
-        self._launch_reset(done)
+class CountdownLauncher:
+    """What Countdown's reset and step call (gpurl.envs.launch_path's interface)."""
+
+    def __init__(self, env: Countdown):
+        self.env = env
+
+    def reset(self, consts):
+        self._restart(self.env._tensors["restart"])
+
+    def _restart(self, mask):
+        self.env.t[mask] = 0
+        self.env.obs[mask] = 0
+
+    def step(self, consts, actions, out):
+        env, a = self.env, actions[:, 0, 0]
+        env.t += 1
+        env.reward[:, 0] = a.float()
+        env.terminated.copy_(a == 2)
+        env.truncated.copy_((env.t >= env.LENGTH) & ~env.terminated)
+        env.obs[:, 0, 0], env.obs[:, 0, 1] = env.t.float(), a.float()
+        done = env.terminated | env.truncated
+        env.final_obs[done] = env.obs[done]
+        self._restart(done)
+
+    def constants_changed(self):
+        pass
 
 
 class CountdownGym(gymnasium.Env):

@@ -39,7 +39,7 @@ def random_actions(env, gen: torch.Generator) -> torch.Tensor:
 @pytest.mark.parametrize("name", ["simple_tag", "simple_world_comm", "tag_continuous"])
 def test_table_launches_equal_plain_launches_over_resets(name):
     table_env, plain_env = (gpurl.make(name, num_envs=8, seed=3, device="cpu") for _ in range(2))
-    plain_env._direct.pin(None)  # no pinned arrays: every launch passes the named tuple
+    plain_env.launcher.direct.pin(None)  # no pinned arrays: every launch passes the named tuple
     gen = torch.Generator().manual_seed(0)
     assert torch.equal(table_env.reset(), plain_env.reset())
     for t in range(40):
@@ -50,5 +50,5 @@ def test_table_launches_equal_plain_launches_over_resets(name):
         if t % 13 == 5:  # a partial reset launches through the table too
             mask = torch.arange(8) % 3 == t % 3
             assert torch.equal(table_env.reset(mask=mask), plain_env.reset(mask=mask))
-    assert table_env._direct._table_entries and not plain_env._direct._table_entries
+    assert table_env.launcher.direct._table_entries and not plain_env.launcher.direct._table_entries
     # steps into caller buffers (a trainer's rollout slots) take the plain path: tests/test_env_step_out.py

@@ -23,9 +23,11 @@ from pathlib import Path
 import pytest
 import torch
 
+import reinforce_algo  # noqa: F401  (registers --algo reinforce, written outside gpurl: it must run here too)
 from dist_helpers import REPO, torchrun
 from dist_matrix_worker import ITERS, variant_args
 from gpurl.algos import ALGORITHMS
+from gpurl.algos.params import param_fields
 from gpurl.multigpu import POLICIES
 from gpurl.train.checkpoint import load_checkpoint
 from gpurl.train.cli import config_from_args
@@ -38,7 +40,8 @@ MULTI_RANK = sorted(name for name in POLICIES if name != "single")
 #: Every algorithm with an MLP actor, and with a GRU actor where its recurrent path is its own: A2C's is
 #: PPO's learner with other config values (one epoch, one minibatch), so "a2c:gru" adds no code path.
 VARIANTS = [f"{algo}:{recurrent}" for algo in sorted(ALGORITHMS) for recurrent in ("none", "gru")
-            if (algo, recurrent) != ("a2c", "gru") and (recurrent == "none" or ALGORITHMS[algo].supports_recurrent)]
+            if (algo, recurrent) != ("a2c", "gru")
+            and (recurrent == "none" or "recurrent" in param_fields(ALGORITHMS[algo].params_type))]
 #: Variants whose 2-rank data-parallel checkpoint is resumed in one process: PPO, and QMIX (its replay
 #: buffer, gathered from both ranks, is sliced back by env; its mixer reads the global state).
 RESUMED = ["ppo:none", "qmix:none"]
@@ -97,7 +100,7 @@ def multi_rank_runs(tmp_path_factory):
 
 
 def test_the_matrix_covers_every_algorithm_and_policy():
-    assert {"ppo", "a2c", "mappo", "iql", "vdn", "qmix"} <= set(ALGORITHMS)
+    assert {"ppo", "a2c", "mappo", "iql", "vdn", "qmix", "reinforce"} <= set(ALGORITHMS)
     assert {v.split(":")[0] for v in VARIANTS} == set(ALGORITHMS)
     assert set(MULTI_RANK) == {"data_parallel", "central_learner"}
 
@@ -108,7 +111,7 @@ def test_two_ranks_end_where_one_device_does(variant, dist, single_runs, multi_r
     reference = single_runs[variant]["short"]
     algo, recurrent = variant.split(":")
     assert (result["world_size"], result["dist"], result["algo"], result["num_envs"]) == (2, dist, algo, 4)
-    assert saved["config"]["recurrent"] == recurrent
+    assert saved["config"]["algo_params"].get("recurrent", "none") == recurrent
     assert result["comm_bytes_per_iteration"] > 0
     assert (saved["world_size"], saved["iteration"], saved["algorithm"]) == (2, ITERS, algo)
     assert_same_tensors(saved["algo_state"]["nets"], reference["algo_state"]["nets"])

@@ -109,7 +109,7 @@ def test_validate_false_skips_the_range_check_and_steps_the_same(monkeypatch):
             assert torch.equal(x, y)
     # The range check is skipped, not just silent: an out-of-range index reaches the launch.
     launched = []
-    monkeypatch.setattr(unchecked, "_launch_step", lambda actions, out: launched.append(actions))
+    monkeypatch.setattr(unchecked.launcher, "step", lambda consts, actions, out: launched.append(actions))
     bad = _valid()
     bad[0, 0, 0] = N_ACC + 1
     unchecked.step(bad)

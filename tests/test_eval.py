@@ -17,7 +17,7 @@ import torch
 import gpurl
 from gpurl.fusion.counter_rng import seed_tensor
 from gpurl.train.checkpoint import CheckpointError, save_checkpoint
-from gpurl.train.config import TrainConfig
+from gpurl.train.config import build_config
 from gpurl.train.eval_cli import main as eval_main
 from gpurl.train.evaluation import Lineup, RandomPolicy, play_episodes, summarize, t_quantile_975
 from gpurl.train.trainer import Trainer
@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 def write_checkpoint(path: Path, env: str = "simple_tag", seed: int = 0, **config) -> Trainer:
     """A checkpoint of an untrained run whose policy weights were moved at random; returns its trainer."""
-    cfg = TrainConfig(env=env, num_envs=4, rollout_len=4, iters=1, seed=seed, policy_backend="eager",
-                      learner_backend="eager", eval_episodes=0, device="cpu", **config)
+    cfg = build_config(env=env, num_envs=4, rollout_len=4, iters=1, seed=seed, policy_backend="eager",
+                       learner_backend="eager", eval_episodes=0, device="cpu", **config)
     trainer = Trainer(cfg)
     gen = torch.Generator().manual_seed(seed + 7)
     with torch.no_grad():

@@ -7,6 +7,7 @@ import torch
 
 import gpurl
 from gpurl.envs import StepOutputs
+from gpurl.envs.launch_path import DispatchLauncher, PreparedLauncher
 
 pytestmark = pytest.mark.gpu
 
@@ -16,7 +17,8 @@ STEPS = 40
 def _pair(name, num_envs, device):
     """Two envs of one seed: the second never prepares (every launch the ordinary way)."""
     envs = [gpurl.make(name, num_envs=num_envs, seed=3, device=device, validate=False) for _ in range(2)]
-    envs[1]._prepared = None
+    assert isinstance(envs[0].launcher, PreparedLauncher)
+    envs[1].launcher = DispatchLauncher(envs[1])
     return envs
 
 
@@ -50,7 +52,7 @@ def test_prepared_steps_match_ordinary_launches(requires_cuda, name, num_envs):
             got.append(_results(env, slot if use_out else None))
         for name_, a, b in zip(("obs", "reward", "terminated", "truncated", "final_obs"), *got):
             torch.testing.assert_close(a, b, rtol=0, atol=0, msg=f"step {t}: {name_}")
-    assert len(prepared._prepared) == 2, "a reset and a step launch should both be prepared"
+    assert len(prepared.launcher._prepared) == 2, "a reset and a step launch should both be prepared"
 
 
 def test_prepared_steps_do_no_typing_or_marshalling(requires_cuda, monkeypatch):

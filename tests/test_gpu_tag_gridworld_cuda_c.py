@@ -32,7 +32,7 @@ def make_pair(device, **overrides):
     params = {**PARAMS, **overrides}
     c_env = make_small(device=device, kernel_source="cuda_c", **params)
     numba_env = make_small(device=device, **params)
-    assert (c_env.kernel_source, numba_env.kernel_source) == ("cuda_c", "numba")
+    assert (c_env.kernel_language, numba_env.kernel_language) == ("cuda_c", "numba")
     return c_env, numba_env
 
 

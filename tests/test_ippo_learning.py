@@ -29,7 +29,7 @@ BAR = 5.0  # return per episode above the random policy's, on the same evaluatio
 @pytest.mark.parametrize("seed", [0, 1])
 def test_ippo_improves_simple_spread_on_every_seed(seed):
     cfg = build_config(preset="simple-spread-ippo", iters=60, num_envs=64, seed=seed, progress=False, device="cpu")
-    assert cfg.clip_vloss is False  # the default on raw returns
+    assert cfg.algo_params.clip_vloss is False  # the default on raw returns
     trainer = Trainer(cfg)
     random = trainer.evaluate(random=True, min_episodes=64, seed=11)["return/agent"]
     for _ in range(cfg.iters):
@@ -39,8 +39,8 @@ def test_ippo_improves_simple_spread_on_every_seed(seed):
 
 
 def test_the_value_clip_follows_value_normalisation_unless_set():
-    assert build_config(preset="simple-spread").clip_vloss is True  # MAPPO, values normalised
-    assert build_config(preset="simple-spread", algo="ppo", value_norm=False).clip_vloss is False
-    assert build_config(preset="tag-small").clip_vloss is False
-    assert build_config(preset="tag-small", clip_vloss=True).clip_vloss is True
-    assert build_config(preset="simple-spread", clip_vloss=False).clip_vloss is False
+    assert build_config(preset="simple-spread").algo_params.clip_vloss is True  # MAPPO, values normalised
+    assert build_config(preset="simple-spread", algo="ppo", value_norm=False).algo_params.clip_vloss is False
+    assert build_config(preset="tag-small").algo_params.clip_vloss is False
+    assert build_config(preset="tag-small", clip_vloss=True).algo_params.clip_vloss is True
+    assert build_config(preset="simple-spread", clip_vloss=False).algo_params.clip_vloss is False

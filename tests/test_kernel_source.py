@@ -33,7 +33,8 @@ def _halve(e, x, total):
     total[e] = total[e] * np.float32(0.5)
 
 
-def test_each_function_of_a_cpu_build_compiles_once():
+def test_each_function_of_a_cpu_build_compiles_once(monkeypatch):
+    monkeypatch.setenv("GPURL_CACHE_DIR", "off")  # compiled here: a build loaded from the cache has no overloads yet
     kernel = EnvKernel("compiled_once", [per_agent(_scale), per_env(_sum), per_env(_halve, when=_over_ten, rare=True)],
                        nargs=2)
     x, total = np.ones((5, 3), np.float32), np.zeros(5, np.float32)
@@ -59,3 +60,10 @@ def test_an_envs_generated_source_names_its_functions_for_each_target():
     compile(cpu, "<cpu source>", "exec"), compile(cuda, "<cuda source>", "exec")  # both are whole Python
     with pytest.raises(ValueError, match="target must be one of"):
         env.kernel_source("tpu")
+
+
+def test_an_env_with_a_cuda_c_twin_still_shows_its_generated_source():
+    from gpurl import make
+
+    env = make("tag_gridworld", num_envs=2, device="cpu")  # its kernel_source= argument picks a language
+    assert env.kernel_language == "numba" and "def tag_gridworld_cpu(" in env.kernel_source("cpu")

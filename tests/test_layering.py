@@ -18,10 +18,11 @@ ALLOWED = {
     "kernels": set(),
     "envs": {"kernels"},
     "fusion": {"kernels"},
-    "multigpu": {"envs", "profiling"},
-    "algos": {"envs", "fusion", "multigpu", "profiling"},
+    "multigpu": {"envs", "fusion", "profiling"},
+    "storage": {"envs"},
+    "algos": {"envs", "fusion", "multigpu", "profiling", "storage"},
     "render": {"envs"},
-    "train": {"algos", "envs", "fusion", "kernels", "multigpu", "profiling", "render"},
+    "train": {"algos", "envs", "fusion", "kernels", "multigpu", "profiling", "render", "storage"},
     "cli": {"train"},
 }
 FOREIGN = ("bench", "jax", "jaxlib", "jaxmarl", "flax", "optax", "vmas")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gpurl.algos import MAPPOParams
 from gpurl.algos.acting import Acting
 from gpurl.algos.central_critic import CentralCritic, ValueNorm
 from gpurl.algos.ppo import PPOActor
@@ -124,8 +125,8 @@ def test_compiled_acting_makes_the_critics_pass_in_its_call_and_writes_the_eager
 def test_mappo_needs_its_options_and_trains_with_every_one():
     with pytest.raises(ValueError, match="value_norm=True is not read by algo 'ppo' .read by: mappo."):
         tiny_config(value_norm=True)
-    with pytest.raises(ValueError, match="value_norm .* needs algo 'mappo'"):
-        TrainConfig(value_norm=True, iters=1).validated()  # the config itself, not given as values
+    with pytest.raises(ValueError, match="algo 'ppo' takes PPOParams, got algo_params of type MAPPOParams"):
+        TrainConfig(iters=1, algo_params=MAPPOParams(value_norm=True)).validated()  # the config itself
     # Only an algorithm that reads the global state has the env write it (and the storage keep it).
     ppo = Trainer(tiny_config())
     assert ppo.env.global_state is None and ppo.storage.state_dim == 0

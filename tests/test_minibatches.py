@@ -1,4 +1,4 @@
-"""CPU tier: minibatches dealt on the device (gpurl/algos/minibatches.py), against a hand-built account of
+"""CPU tier: minibatches dealt on the device (gpurl/multigpu/minibatches.py), against a hand-built account of
 which global samples each minibatch holds.
 
 - every real sample lands in exactly one minibatch per epoch, and minibatch m holds the declared count;
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gpurl.algos.minibatches import EnvBlocks, StratifiedSamples
+from gpurl.multigpu.minibatches import EnvBlocks, StratifiedSamples
 from gpurl.fusion.counter_rng import seed_tensor
 
 from stats_helpers import chi2_critical, chi_square

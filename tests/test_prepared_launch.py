@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import gpurl
+from gpurl.envs.launch_path import DirectLauncher, PreparedLauncher
 from gpurl.kernels.prepared_launch import NotPrepared, PreparedLaunch, flatten_arguments
 
 pytestmark = pytest.mark.cpu
@@ -131,16 +132,17 @@ def test_a_prepared_step_neither_types_nor_marshals_its_arguments(monkeypatch):
 
     env = gpurl.make("simple_tag", num_envs=4, seed=0, device="cpu", validate=False)
     env.reset()
-    assert env._prepared is None  # CPU envs launch their own way (gpurl.kernels.direct_launch)
+    assert isinstance(env.launcher, DirectLauncher)  # CPU envs launch their own way (gpurl.kernels.direct_launch)
     own = tuple(t.data_ptr() for t in (env.obs, env.final_obs, env.reward, env.terminated, env.truncated,
                                        *env._state_buffers))
     # Prepared at a step into a trainer's slot: a later step without out= must still write the env's own buffers.
     fake = FakePrepared(tuple(range(0x1000, 0x1008)))
-    env._prepared = {id(env._consts): (env._consts, fake)}
+    env.launcher = PreparedLauncher(env)  # the CUDA path's launcher, over the CPU env's buffers
+    env.launcher._prepared = {id(env._consts): (env._consts, fake)}
     monkeypatch.setattr(type(env.kernel), "launch", _forbid("launched the ordinary way"))
-    monkeypatch.setattr("gpurl.envs.base.kernel_view", _forbid("made a kernel view"))
+    monkeypatch.setattr("gpurl.envs.launch_path.kernel_view", _forbid("made a kernel view"))
     monkeypatch.setattr(numba, "typeof", _forbid("typed an argument"))
-    monkeypatch.setattr("gpurl.envs.base.current_stream_handle", lambda device: 1234)
+    monkeypatch.setattr("gpurl.envs.launch_path.current_stream_handle", lambda device: 1234)
     actions = torch.zeros(4, env.num_agents, 1, dtype=torch.int64)
     for _ in range(3):
         env.step(actions)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-from dataclasses import fields
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
@@ -18,8 +17,9 @@ from hypothesis import strategies as st
 
 from gpurl.algos import ALGORITHMS
 from gpurl.envs import registered
-from gpurl.train.cli import config_from_args
-from gpurl.train.config import PRESETS, TrainConfig
+from gpurl.train.cli import config_from_args, flag_fields
+from gpurl.train.config import TrainConfig
+from gpurl.train.presets import PRESETS
 
 pytestmark = pytest.mark.cpu
 
@@ -32,7 +32,7 @@ CHOICES = {"env": registered(), "algo": sorted(ALGORITHMS), "preset": sorted(PRE
            "learner_backend": ["auto", "eager", "compiled"], "dist": ["auto", "single", "data_parallel", "ring"],
            "wandb_mode": ["auto", "offline", "online", "sideways"], "checkpoint_every": ["10", "90s", "1.5h", "0s", "5x"],
            "train_groups": ["adversary", "good", "adversary,good", "nope"], "device": ["cpu", "cuda:0", "gpu0"]}
-FIELDS = [f for f in fields(TrainConfig) if f.name not in NOT_DRAWN]
+FIELDS = [f for f, _ in flag_fields() if f.name not in NOT_DRAWN]
 EXAMPLES = 150
 
 

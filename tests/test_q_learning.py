@@ -1,4 +1,4 @@
-"""CPU tier: IQL, VDN and QMIX through the trainer (gpurl/algos/q_learning.py, gpurl/train/replay.py).
+"""CPU tier: IQL, VDN and QMIX through the trainer (gpurl/algos/q_learning.py, gpurl/storage/replay.py).
 
 - each algorithm trains 3 tiny iterations on tag_gridworld: the learner updates in every iteration
   once the buffer holds q_batch transitions (and not before), its statistics are finite, the Q-networks change, the targets follow them by target_tau, and epsilon
@@ -16,11 +16,12 @@ import pytest
 import torch
 
 from dist_helpers import VALUE_ARGS
+from gpurl.algos import PPOParams
 from gpurl.train import Trainer
 from gpurl.train.checkpoint import load_checkpoint
 from gpurl.train.cli import config_from_args
 from gpurl.train.config import TrainConfig
-from gpurl.train.replay import rollout_transitions
+from gpurl.storage import rollout_transitions
 from gpurl.train.run import train
 
 pytestmark = pytest.mark.cpu
@@ -89,8 +90,8 @@ def test_a_recurrent_policy_is_refused_with_the_config(capsys):
     with pytest.raises(SystemExit):
         config_from_args([*VALUE_ARGS, "--iters", "1", "--algo", "iql", "--recurrent", "gru"])
     assert "recurrent='gru' is not read by algo 'iql' (read by: a2c, mappo, ppo)" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="iql has no recurrent policies: recurrent must be 'none', got 'gru'"):
-        TrainConfig(algo="iql", recurrent="gru", iters=1).validated()  # the config itself, not given as flags
+    with pytest.raises(ValueError, match="algo 'iql' takes QParams, got algo_params of type PPOParams"):
+        TrainConfig(algo="iql", algo_params=PPOParams(recurrent="gru"), iters=1).validated()  # the config itself
 
 
 @pytest.mark.parametrize("algo", ["iql", "qmix"])

@@ -1,4 +1,5 @@
-"""CPU tier: the device replay buffer (gpurl/train/replay.py) against hand-made rollouts.
+"""CPU tier: the device replay buffer (gpurl/storage/replay.py) and its draws (LearnerBatches.replay_rows,
+gpurl/multigpu/minibatches.py) against hand-made rollouts.
 
 - transitions at episode boundaries: the next input of a step that ended its episode is built from the
   final observation (and the final global state), never the next episode's first; a truncation keeps
@@ -18,14 +19,23 @@ import torch
 
 from gpurl.envs import memory
 from gpurl.fusion.counter_rng import seed_tensor
-from gpurl.train.replay import ReplayBuffer, rollout_transitions, transition_bytes
-from gpurl.train.storage import RolloutStorage
+from gpurl.multigpu import EnvShard, LearnerBatches
+from gpurl.storage import ReplayBuffer, RolloutStorage, gather_rows, rollout_transitions, transition_bytes
 
 from stats_helpers import chi2_critical, chi_square
 
 pytestmark = pytest.mark.cpu
 
 T, E, N, D, S = 4, 2, 2, 3, 5
+
+
+def one_device(buf: ReplayBuffer) -> LearnerBatches:
+    return LearnerBatches(EnvShard(0, buf.num_envs, buf.num_envs))
+
+
+def draw_sample(buf: ReplayBuffer, batch: int, seed: torch.Tensor, draw: torch.Tensor) -> dict[str, torch.Tensor]:
+    """One draw of ``batch`` transitions, as a learner's update gathers it."""
+    return gather_rows(buf.buffers(), *(r[0] for r in one_device(buf).replay_rows(buf, seed, draw, 1, batch)))
 
 
 def storage_with_episodes(history: int = 0) -> RolloutStorage:
@@ -111,13 +121,13 @@ def test_sampling_is_uniform_over_the_stored_transitions(filled):
     buf.insert(**steps_tagged(0, filled, num_envs=3))
     stored = min(filled, 5) * 3  # 9 or 15 transitions; df 8 or 14
     draws = 60_000
-    sample = buf.sample(draws, seed_tensor(7, "cpu"), torch.tensor([0]))
+    sample = draw_sample(buf, draws, seed_tensor(7, "cpu"), torch.tensor([0]))
     step = sample["reward"][:, 0].long()
     assert int(step.min()) >= max(0, filled - 5) and int(step.max()) < filled  # never an unfilled slot
     assert torch.equal(sample["next_inputs"][:, 0, 0], sample["inputs"][:, 0, 0] + 0.5)  # rows stay whole
     # which env: every field of a draw comes from one (slot, env); recover env from a per-env offset
     buf.reward += torch.arange(3, dtype=torch.float32).view(1, 3, 1) * 1000
-    sample = buf.sample(draws, seed_tensor(7, "cpu"), torch.tensor([0]))
+    sample = draw_sample(buf, draws, seed_tensor(7, "cpu"), torch.tensor([0]))
     cell = (sample["reward"][:, 0] // 1000).long() * 100 + (sample["reward"][:, 0] % 1000).long()
     counts = torch.bincount(torch.unique(cell, return_inverse=True)[1]).float()
     assert counts.numel() == stored
@@ -134,15 +144,15 @@ def test_the_uniformity_check_has_teeth():
 def test_a_draw_is_its_seed_and_number_and_the_updates_of_an_iteration_draw_at_once():
     buf = make_buffer(5)
     buf.insert(**steps_tagged(0, 7))
-    a = buf.sample(64, seed_tensor(3, "cpu"), torch.tensor([4]))
-    b = buf.sample(64, seed_tensor(3, "cpu"), torch.tensor([4]))
+    a = draw_sample(buf, 64, seed_tensor(3, "cpu"), torch.tensor([4]))
+    b = draw_sample(buf, 64, seed_tensor(3, "cpu"), torch.tensor([4]))
     assert all(torch.equal(a[k], b[k]) for k in a)
-    c = buf.sample(64, seed_tensor(3, "cpu"), torch.tensor([5]))
+    c = draw_sample(buf, 64, seed_tensor(3, "cpu"), torch.tensor([5]))
     assert not torch.equal(a["reward"], c["reward"])
     # Three updates' draws at once: update u is the single draw numbered 4 + u.
-    slots, envs, weights = buf.draw(seed_tensor(3, "cpu"), torch.tensor([4]), 3, 64)
+    slots, envs, weights = one_device(buf).replay_rows(buf, seed_tensor(3, "cpu"), torch.tensor([4]), 3, 64)
     for u in range(3):
-        one = buf.sample(64, seed_tensor(3, "cpu"), torch.tensor([4 + u]))
+        one = draw_sample(buf, 64, seed_tensor(3, "cpu"), torch.tensor([4 + u]))
         assert torch.equal(buf.reward[slots[u], envs[u]], one["reward"]) and torch.equal(weights[u], one["weight"])
 
 
@@ -178,10 +188,9 @@ def test_state_dict_round_trips_with_and_without_contents():
     empty = make_buffer(5)
     empty.load_state_dict(light)
     assert (empty.position, empty.size) == (buf.position, 0)  # refilled before it is sampled again
-    with pytest.raises(RuntimeError, match="empty"):
-        empty.sample(4, seed_tensor(1, "cpu"), torch.tensor([0]))
+    assert one_device(empty).replay_transitions(empty) == 0  # the learner acts only until it holds a batch
     empty.insert(**steps_tagged(40, 2))  # refilled from the saved position: slots 2 and 3 of the ring
-    assert set(empty.sample(256, seed_tensor(1, "cpu"), torch.tensor([0]))["reward"][:, 0].tolist()) == {40.0, 41.0}
+    assert set(draw_sample(empty, 256, seed_tensor(1, "cpu"), torch.tensor([0]))["reward"][:, 0].tolist()) == {40.0, 41.0}
 
 
 @pytest.mark.parametrize("corrupt, message", [

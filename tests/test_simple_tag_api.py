@@ -9,10 +9,10 @@ import torch
 
 import gpurl
 from gpurl.envs import StepOutputs
-from gpurl.envs.simple_tag import SimpleTag
-from gpurl.envs.simple_tag.reference import collisions_ref, reset_ref, step_ref
+from gpurl.envs.mpe.simple_tag import SimpleTag
 
 from simple_tag_harness import STATE_KEYS, make_env, random_actions, snapshot
+from simple_tag_reference import collisions_ref, reset_ref, step_ref
 
 pytestmark = pytest.mark.cpu
 

@@ -13,9 +13,8 @@ import torch
 
 import gpurl
 from gpurl.envs import base
-from gpurl.envs.simple_tag import env as simple_tag_env
-from gpurl.envs.simple_tag.env import FIXED_SIZE_LIMIT, FIXED_SIZE_MIN_ENVS, fixed_sizes
-from gpurl.envs.simple_tag.params import SimpleTagParams
+from gpurl.envs.mpe import simple_tag as simple_tag_module
+from gpurl.envs.mpe.simple_tag import FIXED_SIZE_LIMIT, FIXED_SIZE_MIN_ENVS, SimpleTagParams, fixed_sizes
 from gpurl.kernels.program import FIXED_AGENTS
 
 from simple_tag_harness import STATE_KEYS, crowd, random_actions
@@ -32,7 +31,7 @@ WORLDS = {
 def _pair(world: dict, monkeypatch) -> tuple:
     """(run-time sizes, fixed sizes): the same 12 envs, the second forced onto the fixed-size build."""
     runtime = gpurl.make("simple_tag", num_envs=12, seed=5, **world)
-    monkeypatch.setattr(simple_tag_env, "FIXED_SIZE_MIN_ENVS", 1)
+    monkeypatch.setattr(simple_tag_module, "FIXED_SIZE_MIN_ENVS", 1)
     monkeypatch.setattr(base, "FIXED_AGENTS_MIN_ENVS", 1)
     fixed = gpurl.make("simple_tag", num_envs=12, seed=5, **world)
     constants = dict(fixed._build_constants)
@@ -70,15 +69,16 @@ def test_fixed_size_build_is_bit_identical_to_the_run_time_size_build(world, mon
 def test_fixed_size_build_reads_int32_and_int64_actions_alike(monkeypatch):
     """int32 actions are widened into the env's int64 buffer, so the kernel has one action dtype (one build;
     no int32 clamp for sm_90's ptxas to get wrong): int32 and int64 actions give the same steps."""
-    monkeypatch.setattr(simple_tag_env, "FIXED_SIZE_MIN_ENVS", 1)
+    monkeypatch.setattr(simple_tag_module, "FIXED_SIZE_MIN_ENVS", 1)
     monkeypatch.setattr(base, "FIXED_AGENTS_MIN_ENVS", 1)
     wide, narrow = (gpurl.make("simple_tag", num_envs=12, seed=5, **WORLDS["3v1v2_discrete"]) for _ in range(2))
     assert wide._build_constants
     for env in (wide, narrow):
         env.reset()
     seen = []
-    direct = narrow._direct
-    monkeypatch.setattr(narrow, "_direct", lambda key, *args: (seen.append((key, args[-1])), direct(key, *args)))
+    direct = narrow.launcher.direct
+    monkeypatch.setattr(narrow.launcher, "direct",
+                        lambda key, *args: (seen.append((key, args[-1])), direct(key, *args)))
     gen = torch.Generator().manual_seed(3)
     for t in range(10):  # crosses the autoreset at step 7
         actions = random_actions(wide, gen)
@@ -105,7 +105,7 @@ def test_fixed_sizes_only_for_large_cpu_batches_of_small_worlds():
 
 def test_fixed_size_env_matches_the_reference_through_reset():
     """A 256-env batch (the fixed build, chosen by size alone) starts exactly as the reset draws say."""
-    from gpurl.envs.simple_tag.reference import observe_ref, reset_ref
+    from simple_tag_reference import observe_ref, reset_ref
 
     env = gpurl.make("simple_tag", num_envs=FIXED_SIZE_MIN_ENVS, seed=2)
     assert env._build_constants != ()

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpurl.envs.simple_tag.reference import observe_ref, step_ref
-
 from simple_tag_harness import make_env, run_against_reference, snapshot
+from simple_tag_reference import observe_ref, step_ref
 
 pytestmark = pytest.mark.cpu
 

@@ -119,7 +119,7 @@ def test_default_backends_are_compiled_and_named(capsys, tmp_path):
     result = train(cfg)
     assert result["iterations"] == 2
     out = capsys.readouterr().out
-    assert "backends: acting=compiled learning=compiled env=cpu" in out
+    assert "backends: acting=compiled learning=compiled env=cpu: direct launch (numba parallel)" in out
 
 
 def test_corrupt_checkpoint_gets_a_clear_error(tmp_path):

@@ -35,8 +35,9 @@ CASES = {
     "env param owned by the trainer": (["--env-param", "global_state=False"],
                                        "env_params 'global_state' is set by the algorithm"),
     "q flag with ppo": (["--algo", "ppo", "--q-batch", "3"], "q_batch=3 is not read by algo 'ppo' (read by: iql, qmix, vdn)"),
-    "ppo flags with a2c": (["--algo", "a2c", "--epochs", "7", "--minibatches", "3"],
-                           "epochs=7 is not read by algo 'a2c' (read by: mappo, ppo); minibatches=3 is not read"),
+    "mappo flags with a2c": (["--algo", "a2c", "--epochs", "7", "--no-critic-agent-id", "--value-norm"],
+                             "critic_agent_id=False is not read by algo 'a2c' (read by: mappo); value_norm=True is not "
+                             "read"),
     "value_norm with iql": (["--algo", "iql", "--value-norm"], "value_norm=True is not read by algo 'iql'"),
     "minibatches past int64": (["--minibatches", "99999999999999999999"],
                                "minibatches (99999999999999999999) must be <= the samples of a one-agent group"),
@@ -94,9 +95,11 @@ def test_envs_that_do_not_split_over_the_ranks_are_a_usage_error():
 def test_values_equal_to_the_defaults_or_implied_are_no_mistake(tmp_path):
     from gpurl.train.config import build_config
 
-    assert build_config("simple-tag", algo="a2c", epochs=1, minibatches=1).epochs == 1  # what A2C fixes anyway
-    assert build_config("simple-tag", algo="iql", recurrent="none", q_batch=3).q_batch == 3
-    assert build_config("simple-tag", minibatches=50 * 256).minibatches == 50 * 256  # the bound itself
+    assert build_config("simple-tag", algo="a2c", value_norm=False).algo_params.epochs == 1  # MAPPO's default
+    assert build_config("simple-tag", algo="iql", recurrent="none", q_batch=3).algo_params.q_batch == 3
+    assert build_config("simple-tag", minibatches=50 * 256).algo_params.minibatches == 50 * 256  # the bound itself
+    with pytest.raises(ValueError, match="epochs=1 is not read by algo 'iql'"):  # PPO's 4, A2C's 1: no one default
+        build_config("simple-tag", algo="iql", epochs=1)
 
 
 def test_unknown_env_names_the_command_that_registers_one_and_a_chosen_device_prints_nothing(capsys, caplog):

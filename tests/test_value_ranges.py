@@ -15,31 +15,38 @@ import pytest
 import torch
 
 import gpurl
-from gpurl.algos.base import Field as RolloutField
+from gpurl.storage import Field as RolloutField
 from gpurl.envs import KernelEnv, memory
 from gpurl.envs.adapters import GymVectorEnv, gym_vector_env, parallel_env
 from gpurl.envs.memory import InsufficientMemory
 from gpurl.envs.params import ParameterError, check_fields, declared_range, field_kind
-from gpurl.envs.simple_tag.params import SimpleTagParams
+from gpurl.envs.mpe.simple_tag import SimpleTagParams
 from gpurl.envs.tag_continuous.params import TagContinuousParams
 from gpurl.envs.tag_gridworld.params import TagGridworldParams
 from gpurl.kernels.fields import Field
-from gpurl.train import launch, storage
+from gpurl.storage import rollout as storage
+from gpurl.train import launch
+from gpurl.algos import ALGORITHMS
 from gpurl.train.cli import config_from_args
 from gpurl.train.cli import main as cli_main
 from gpurl.train.config import TrainConfig, build_config
 
 pytestmark = pytest.mark.cpu
 
-#: owner (the name errors start with) -> dataclass whose fields declare ranges.
-DECLARING = {"simple_tag": SimpleTagParams, "tag_continuous": TagContinuousParams,
-             "tag_gridworld": TagGridworldParams, "config": TrainConfig}
+#: Every built-in algorithm's parameters, in a fixed order (pytest-xdist's workers must collect the same ids).
+BUILT_IN_PARAMS = sorted({ALGORITHMS[name].params_type for name in ("ppo", "a2c", "mappo", "iql", "vdn", "qmix")},
+                         key=lambda cls: cls.__name__)
+#: (owner: the name errors start with, dataclass whose fields declare ranges): the envs' parameters, the run's
+#: config and every algorithm's parameters (whose errors also start with "config").
+DECLARING = [("simple_tag", SimpleTagParams), ("tag_continuous", TagContinuousParams),
+             ("tag_gridworld", TagGridworldParams), ("config", TrainConfig),
+             *(("config", cls) for cls in BUILT_IN_PARAMS)]
 ENV_OWNERS = {"simple_tag", "tag_continuous", "tag_gridworld"}
 
 
 def numeric_fields():
     """(owner, class, field, kind) of every int or float field of every declaring class."""
-    for owner, cls in DECLARING.items():
+    for owner, cls in DECLARING:
         for f in dataclasses.fields(cls):
             kind, _ = field_kind(f)
             if kind in ("int", "float"):
@@ -103,7 +110,7 @@ def declared_bounds():
         allowed = declared_range(f)
         for side, bound in (("low", allowed.low), ("high", allowed.high)):
             if bound is not None:
-                yield pytest.param(owner, cls, f.name, kind, allowed, side, id=f"{owner}.{f.name}.{side}")
+                yield pytest.param(owner, cls, f.name, kind, allowed, side, id=f"{cls.__name__}.{f.name}.{side}")
 
 
 @pytest.mark.parametrize("owner, cls, name, kind, allowed, side", list(declared_bounds()))
@@ -121,7 +128,7 @@ def test_declared_bound_accepts_its_edge_and_refuses_beyond(owner, cls, name, ki
 
 
 def float_fields():
-    return [pytest.param(owner, cls, f.name, id=f"{owner}.{f.name}") for owner, cls, f, kind in numeric_fields()
+    return [pytest.param(owner, cls, f.name, id=f"{cls.__name__}.{f.name}") for owner, cls, f, kind in numeric_fields()
             if kind == "float"]
 
 
@@ -154,7 +161,7 @@ def test_wrong_types_are_refused(owner, cls, name, kind):
 
 
 def test_bool_fields_take_only_bools():
-    for owner, cls in DECLARING.items():
+    for owner, cls in DECLARING:
         for f in dataclasses.fields(cls):
             if field_kind(f)[0] == "bool":
                 with pytest.raises(ValueError, match=re.escape(f"{owner}: {f.name}=1 is not a bool")):

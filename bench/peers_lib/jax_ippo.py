@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -98,6 +99,7 @@ class JaxIPPO:
     (``return/adversary``, ``return/good``, ``episodes``; empty when no episode ended)."""
 
     def __init__(self, cfg, env):
+        cfg = SimpleNamespace(**cfg.flat())  # the run's fields and PPO's parameters by their flag names
         self.cfg, self.env = cfg, env
         self.A, self.G = env.num_adversaries, env.num_good_agents
         self.N = self.A + self.G

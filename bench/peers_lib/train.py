@@ -25,7 +25,7 @@ ENV_PARAMS = dict(num_adversaries=3, num_good=1, num_obstacles=2)
 
 def train_config(num_envs: int | None, iters: int, rollout_len: int | None, seed: int, device):
     """The run's TrainConfig: the ``simple-tag`` preset when gpurl has one, else explicit values."""
-    from gpurl.train.config import PRESETS, build_config
+    from gpurl.train import PRESETS, build_config
 
     explicit = dict(iters=iters, seed=seed, eval_episodes=0, device=str(device), checkpoint_every=0, progress=False)
     if num_envs:

@@ -3,9 +3,15 @@ its checkpoint state (:mod:`gpurl.algos.base`); the trainer and the distribution
 
 ``ALGORITHMS`` maps ``--algo`` names to classes; :func:`register_algorithm` adds one.
 """
-from .base import ALGORITHM_SPECIFIC_FIELDS, ActorFragment, Algorithm, EnvSpec, Field, LearnContext, LearnerFragment
+import dataclasses
+
+from ..storage.fields import Field
+from .base import ActorFragment, Algorithm, EnvSpec, LearnContext, LearnerFragment
+from .params import AlgoParams
 from .ppo import A2C, MAPPO, PPO
+from .ppo_params import A2CParams, MAPPOParams, PPOParams
 from .q_learning import IQL, QMIX, VDN
+from .q_params import QParams
 
 ALGORITHMS: dict[str, type[Algorithm]] = {}
 
@@ -14,6 +20,10 @@ def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
     """Make ``cls`` available as ``--algo cls.name`` (usable as a class decorator)."""
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
         raise TypeError(f"an algorithm is a subclass of gpurl.algos.Algorithm, got {cls!r}")
+    params = getattr(cls, "params_type", None)
+    if not (isinstance(params, type) and issubclass(params, AlgoParams) and dataclasses.is_dataclass(params)):
+        raise TypeError(f"{cls.__qualname__}.params_type must be a dataclass subclassing gpurl.algos.AlgoParams, "
+                        f"got {params!r}")
     if cls.name in ALGORITHMS and ALGORITHMS[cls.name] is not cls:
         raise ValueError(f"algorithm {cls.name!r} is already registered by {ALGORITHMS[cls.name].__qualname__}")
     ALGORITHMS[cls.name] = cls
@@ -23,5 +33,6 @@ def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
 for _cls in (PPO, A2C, MAPPO, IQL, VDN, QMIX):
     register_algorithm(_cls)
 
-__all__ = ["ALGORITHMS", "ALGORITHM_SPECIFIC_FIELDS", "A2C", "ActorFragment", "Algorithm", "EnvSpec", "Field", "IQL", "LearnContext",
-           "LearnerFragment", "MAPPO", "PPO", "QMIX", "VDN", "register_algorithm"]
+__all__ = ["ALGORITHMS", "A2C", "A2CParams", "ActorFragment", "AlgoParams", "Algorithm", "EnvSpec", "Field", "IQL",
+           "LearnContext", "LearnerFragment", "MAPPO", "MAPPOParams", "PPO", "PPOParams", "QMIX", "QParams", "VDN",
+           "register_algorithm"]

@@ -27,7 +27,7 @@ from ..fusion.gru_actor import MAX_HP, gru_actor_step_triton, gru_kernel_fits
 from ..fusion.packing import PackedPolicy, PackedRecurrentPolicy
 from .compiling import compile_step
 from .distributions import Categoricals
-from .frames import stack_frames
+from ..storage.frames import stack_frames
 from .nets import ActorCritic
 
 ACTING_BACKENDS = ("auto", "eager", "compiled", "triton")
@@ -66,7 +66,7 @@ def _act(policies: list[ActorCritic], inputs: list, ids: list[torch.Tensor], ste
          central: tuple | None = None) -> tuple[list[tuple], list[torch.Tensor]]:
     """Every group's ``act`` in one call (one compiled graph per step, not one per group), its input rows
     made inside it. Per group: ``inputs`` float32 [E, n, in_dim] or a frame stack ``(frames, starts)`` of
-    the rollout storage (:meth:`~gpurl.train.storage.RolloutStorage.frame_views` at one step);
+    the rollout storage (:meth:`~gpurl.storage.rollout.RolloutStorage.frame_views` at one step);
     ``hiddens`` [E, n, H] and ``starts`` bool [E], or None (feed-forward). ``central``: ``(fn, args)``, a
     pass over other inputs (MAPPO's critics of the global state) made in the same call; its outputs come
     second (none without it)."""

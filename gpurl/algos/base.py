@@ -28,25 +28,11 @@ import torch
 from torch import nn
 
 from ..envs.spaces import Group
-from ..multigpu.placement import EnvShard
-
-
-@dataclass(frozen=True)
-class Field:
-    """A per-step buffer of the rollout storage, written by an actor fragment.
-
-    Allocated once as ``[T + extra_steps, E, N, *shape]`` of ``dtype`` (per agent) or
-    ``[T + extra_steps, E, *shape]`` (``per_agent=False``, one row per env). ``extra_steps`` slots
-    after the last step hold what the learner needs beyond it (a bootstrap value at T).
-    """
-
-    shape: tuple[int, ...] = ()
-    dtype: torch.dtype = torch.float32
-    per_agent: bool = True
-    extra_steps: int = 0
-    #: slot T becomes slot 0 of the next iteration (and is saved in checkpoints): a state the actor
-    #: carries from step to step, like a recurrent policy's hidden state.
-    carried: bool = False
+from ..multigpu.minibatches import LearnerBatches
+from ..storage.fields import Field
+from ..storage.replay import ReplayBuffer
+from ..storage.rollout import RolloutStorage
+from .params import AlgoParams
 
 
 @dataclass(frozen=True)
@@ -77,8 +63,8 @@ class EnvSpec:
 class LearnContext:
     """What a learner fragment gets from the trainer and the distribution policy.
 
-    - ``shard``: the envs of the global rollout whose samples this learner holds (global minibatch
-      indices are localised through it);
+    - ``batches``: the one door to the samples: minibatch layouts of a rollout and replay draws over the global
+      envs, with this learner's share of each (a learner never sees ranks or shards);
     - ``comm``: sums over the ranks that share the learning (``all_reduce_``); a no-op with one learner;
     - ``reduce_gradients``: called with the gradient buffers after every backward pass;
     - ``generator``: draws the global minibatches (in the same state on every learner rank);
@@ -86,14 +72,14 @@ class LearnContext:
     - ``replay``, ``step``, ``iteration``: see below.
     """
 
-    shard: EnvShard
+    batches: LearnerBatches
     comm: object
     reduce_gradients: Callable[[list[torch.Tensor]], None]
     generator: torch.Generator
     timer: object
     #: an off-policy algorithm's replay buffer (``uses_replay``), filled by the trainer with each rollout's
-    #: transitions before the learner runs (gpurl.train.replay.ReplayBuffer); None otherwise
-    replay: object = None
+    #: transitions before the learner runs; None otherwise
+    replay: ReplayBuffer | None = None
     #: int64 [1]: the global step counter of acting (schedules such as epsilon read it)
     step: torch.Tensor | None = None
     #: int64 [1]: the iterations done before this update (the learning-rate schedule and the minibatch
@@ -107,7 +93,7 @@ class ActorFragment(Protocol):
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
 
-    def run(self, storage, t: int, step: torch.Tensor, seed: torch.Tensor | None = None,
+    def run(self, storage: RolloutStorage, t: int, step: torch.Tensor, seed: torch.Tensor | None = None,
             deterministic: bool = False) -> None:
         """``step``: int64 [1] on the device, the counter RNG's global step; ``seed``: int64 [2] to act
         with another seed (evaluation), None for the run's; ``deterministic``: each agent's most likely
@@ -123,23 +109,15 @@ class LearnerFragment(Protocol):
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
 
-    def run(self, storage, ctx: LearnContext) -> torch.Tensor: ...
-
-
-#: Config fields that only some algorithms read (every algorithm reads the others): each algorithm names the
-#: ones it reads in ``Algorithm.config_fields``, and a value given for one it does not read is refused
-#: (gpurl.train.config.check_algorithm_fields) rather than silently ignored.
-ALGORITHM_SPECIFIC_FIELDS = frozenset({
-    "epochs", "minibatches", "clip_coef", "clip_vloss", "vf_coef", "ent_coef", "gae_lambda", "norm_adv", "norm_obs",
-    "recurrent", "critic_agent_id", "value_norm", "replay_capacity", "replay_in_checkpoint", "q_batch", "q_updates",
-    "target_tau", "target_period", "eps_start", "eps_end", "eps_decay_frac"})
+    def run(self, storage: RolloutStorage, ctx: LearnContext) -> torch.Tensor: ...
 
 
 class Algorithm(ABC):
     """Base of every algorithm plug-in (see the module docstring).
 
-    ``config`` is the run's :class:`~gpurl.train.config.TrainConfig` (the fields an algorithm reads are
-    documented there); ``trained`` the groups it trains (others act uniformly at random, done by the
+    ``config`` is the run's :class:`~gpurl.train.config.TrainConfig`: its ``algo_params`` are this algorithm's
+    parameters (an instance of ``params_type``, validated), and an algorithm may read the run's sizes and
+    length (``num_envs``, ``rollout_len``, ``iters``) from it; ``trained`` the groups it trains (others act uniformly at random, done by the
     trainer); ``seed`` keys the counter RNG; ``generator`` draws the initial weights (the same on every
     rank).
     """
@@ -148,31 +126,27 @@ class Algorithm(ABC):
     name: ClassVar[str]
     #: one statistic per column of what the learner returns (NaN/Inf in any stops the run)
     stat_names: ClassVar[tuple[str, ...]]
-    #: the fields of ALGORITHM_SPECIFIC_FIELDS this algorithm reads
-    config_fields: ClassVar[frozenset[str]] = frozenset()
+    #: its parameters' dataclass (:class:`~.params.AlgoParams` or a subclass): the trainer's flags for this
+    #: algorithm, their defaults, ranges and checks
+    params_type: ClassVar[type[AlgoParams]] = AlgoParams
     #: the rollout storage keeps the env's global state (``global_state``, ``final_global_state``)
     reads_global_state: ClassVar[bool] = False
-    #: off-policy: the trainer keeps a replay buffer of ``config.replay_capacity`` steps on every learner rank,
+    #: off-policy: the trainer keeps a replay buffer of ``params.replay_capacity`` steps on every learner rank
+    #: (its contents in checkpoints when ``params.replay_in_checkpoint``: :class:`~.q_params.QParams` has both),
     #: fills it with each rollout's transitions and hands it to the learner as ``ctx.replay``
     uses_replay: ClassVar[bool] = False
-    #: takes ``recurrent="gru"`` (a GRU actor whose state is a carried rollout field)
-    supports_recurrent: ClassVar[bool] = True
     #: the learner fragment is device work alone, with every changing value read from device tensors (no host
     #: number that moves between iterations): on one CUDA device the trainer captures the whole iteration as
     #: one CUDA graph
     graph_safe_update: ClassVar[bool] = False
 
+    #: the run's ``config.algo_params``
+    params: AlgoParams
     actor: ActorFragment
     learner: LearnerFragment
     #: the trained networks, one entry per trained group
     nets: nn.ModuleDict
     optimizer: torch.optim.Optimizer
-
-    @classmethod
-    def adjust_config(cls, config):
-        """The config with values this algorithm implies (A2C: one epoch, no clipping); called by the
-        config's validation, so a saved config shows what ran."""
-        return config
 
     @abstractmethod
     def fields(self) -> dict[str, Field]:

@@ -25,10 +25,9 @@ from .central_critic import CentralCritic, ValueNorm
 from .flat import FlatParameters
 from .flat_adam import FlatAdam
 from .nets import ActorCritic
-from .ppo_learner import LEARNING_BACKENDS, PPOLearner, central_values, central_values_compiled
+from .ppo_learner import PPOLearner, central_values, central_values_compiled
 from .ppo_loss import STAT_NAMES
-
-RECURRENT_CHOICES = ("none", "gru")
+from .ppo_params import A2CParams, MAPPOParams, PPOParams
 
 
 class PPOActor:
@@ -66,22 +65,19 @@ class PPO(Algorithm):
 
     name = "ppo"
     stat_names = STAT_NAMES
-    config_fields = frozenset({"epochs", "minibatches", "clip_coef", "clip_vloss", "vf_coef", "ent_coef", "gae_lambda",
-                               "norm_adv", "norm_obs", "recurrent"})
+    params_type = PPOParams
     graph_safe_update = True
     #: MAPPO: critics on the global state instead of each policy's own
     central_critic = False
 
     def __init__(self, config, spec: EnvSpec, trained: list[str], seed: int, generator: torch.Generator):
-        cfg = self.config = config
-        self.spec, self.trained = spec, trained
+        p: PPOParams = config.algo_params
+        self.params, self.spec, self.trained = p, spec, trained
         groups = spec.groups
-        if cfg.recurrent not in RECURRENT_CHOICES:
-            raise ValueError(f"recurrent must be one of {RECURRENT_CHOICES}, got {cfg.recurrent!r}")
-        self.recurrent = cfg.recurrent == "gru"
+        self.recurrent = p.recurrent == "gru"
         self.nets = nn.ModuleDict({
-            name: ActorCritic(groups[name].obs_dim * cfg.frame_stack, groups[name].action_space, cfg.hidden,
-                              cfg.activation, cfg.norm_obs, generator, recurrent=self.recurrent,
+            name: ActorCritic(groups[name].obs_dim * p.frame_stack, groups[name].action_space, p.hidden,
+                              p.activation, p.norm_obs, generator, recurrent=self.recurrent,
                               critic=not self.central_critic)
             for name in trained
         }).to(spec.device)
@@ -91,36 +87,34 @@ class PPO(Algorithm):
                 raise ValueError(f"{self.name} needs the env's global state, and this env has none (global_state_dim 0)")
             self.critics = nn.ModuleDict({
                 name: CentralCritic(spec.state_dim, groups[name].agents.stop - groups[name].agents.start,
-                                    cfg.hidden, cfg.activation, cfg.critic_agent_id, cfg.norm_obs, generator)
+                                    p.hidden, p.activation, p.critic_agent_id, p.norm_obs, generator)
                 for name in trained}).to(spec.device)
-            if cfg.value_norm:
+            if p.value_norm:
                 self.value_norms = nn.ModuleDict({name: ValueNorm() for name in trained}).to(spec.device)
         # Every trained network's parameters as views of one flat parameter; each clipped on its own.
         self.trainable = nn.ModuleDict({**self.nets, **{f"critic:{k}": c for k, c in (self.critics or {}).items()}})
         self.flat = FlatParameters(self.trainable)
         # Adam on the one flat parameter, its state and learning rate on the device.
-        self.optimizer = FlatAdam(self.flat.data, cfg.lr, eps=1e-5)
+        self.optimizer = FlatAdam(self.flat.data, p.lr, eps=1e-5)
         seed_key = seed_tensor(seed, spec.device)
         self.acting = Acting({name: self.nets[name] for name in trained},
-                             {name: groups[name].agents.start for name in trained}, cfg.policy_backend,
+                             {name: groups[name].agents.start for name in trained}, p.policy_backend,
                              seed_key, spec.env_offset, spec.num_agents)
-        if cfg.learner_backend not in LEARNING_BACKENDS:
-            raise ValueError(f"learner_backend must be one of {LEARNING_BACKENDS}, got {cfg.learner_backend!r}")
-        self.learning_backend = "eager" if cfg.learner_backend == "eager" else "compiled"
+        self.learning_backend = "eager" if p.learner_backend == "eager" else "compiled"
         critic_pass = None
         if self.central_critic:
             critics = list(self.critics.values())
             norms = [None if self.value_norms is None else self.value_norms[k] for k in trained]
-            standalone = central_values if cfg.policy_backend == "eager" else central_values_compiled
+            standalone = central_values if p.policy_backend == "eager" else central_values_compiled
             critic_pass = (central_values, standalone, (critics, norms))
         self.actor = PPOActor(groups, self.acting, self.recurrent, critic_pass)
-        self.learner = PPOLearner(cfg, groups, self.nets, self.trainable, self.flat, self.optimizer,
+        self.learner = PPOLearner(p, config.iters, groups, self.nets, self.trainable, self.flat, self.optimizer,
                                   self.learning_backend, seed_key, self.critics, self.value_norms)
 
     def fields(self) -> dict[str, Field]:
         fields = {"log_prob": Field(), "value": Field(extra_steps=1)}
         if self.recurrent:  # hidden[t]: the state entering step t (before an episode start zeroes it)
-            fields["hidden"] = Field(shape=(self.config.hidden[0],), extra_steps=1, carried=True)
+            fields["hidden"] = Field(shape=(self.params.hidden[0],), extra_steps=1, carried=True)
         return fields
 
     def _modules(self) -> nn.ModuleDict:
@@ -148,15 +142,10 @@ class PPO(Algorithm):
 
 
 class A2C(PPO):
-    """Advantage actor-critic: PPO's loss with one epoch, one minibatch and no clipping."""
+    """Advantage actor-critic: PPO's loss with one epoch, one minibatch and no clipping (its defaults)."""
 
     name = "a2c"
-    config_fields = PPO.config_fields - {"epochs", "minibatches", "clip_coef", "clip_vloss"}  # fixed by adjust_config
-
-    @classmethod
-    def adjust_config(cls, config):
-        config.epochs, config.minibatches, config.clip_coef, config.clip_vloss = 1, 1, 0.0, False
-        return config
+    params_type = A2CParams
 
 
 class MAPPO(PPO):
@@ -164,9 +153,9 @@ class MAPPO(PPO):
     when ``critic_agent_id``), values optionally normalised (``value_norm``); the actors are PPO's."""
 
     name = "mappo"
-    config_fields = PPO.config_fields | {"critic_agent_id", "value_norm"}
+    params_type = MAPPOParams
     central_critic = True
     reads_global_state = True
 
 
-__all__ = ["A2C", "LEARNING_BACKENDS", "MAPPO", "PPO", "RECURRENT_CHOICES"]
+__all__ = ["A2C", "MAPPO", "PPO"]

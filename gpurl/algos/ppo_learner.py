@@ -3,7 +3,7 @@
 It serves every variant of the family (PPO, A2C, MAPPO; feed-forward or recurrent actors):
 - values: each policy's own critic on its input (PPO), or a central critic on the env's global state
   (MAPPO, :class:`~.central_critic.CentralCritic`), de-normalised by its :class:`ValueNorm` if any;
-- minibatches (:mod:`.minibatches`): feed-forward actors deal each env's samples (t, i) over the
+- minibatches (``LearnContext.batches``, :mod:`gpurl.multigpu.minibatches`): feed-forward actors deal each env's samples (t, i) over the
   minibatches; recurrent actors deal whole envs and replay their sequences from the state that entered
   step 0 (truncated BPTT over T); a central critic deals env rows (t, e) and predicts every agent of each.
 
@@ -22,6 +22,7 @@ from torch import nn
 
 from ..fusion.gae import gae
 from ..profiling import nvtx_range
+from ..storage.rollout import RolloutStorage
 from .base import LearnContext
 from .compiling import compile_step
 from .flat import FlatParameters
@@ -29,11 +30,9 @@ from .flat_adam import FlatAdam, annealed_lr
 from .gru import gru_cell
 from .ppo_loss import STAT_NAMES, LossCoefficients
 from .ppo_objective import PPOObjective, minibatch_moments
+from .ppo_params import PPOParams
 from .ppo_samples import GroupColumns, PPOSamples
 from .update_step import GradientStep
-
-LEARNING_BACKENDS = ("auto", "eager", "compiled")
-
 
 def values(nets: list, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
     """Every group's value of its input rows [B, in_dim] -> [B], in one call."""
@@ -56,7 +55,8 @@ central_values_compiled = compile_step(central_values)
 class PPOLearner:
     """Advantages and the PPO update over a whole rollout storage.
 
-    ``nets``: the trained groups' policies; ``trainable``: every network the update trains (``nets``, then
+    ``params``: the algorithm's parameters; ``iters``: the run's iterations (the learning rate anneals over
+    them); ``nets``: the trained groups' policies; ``trainable``: every network the update trains (``nets``, then
     MAPPO's ``critic:<group>``), laid out in ``flat`` and stepped by ``adam``; ``critics`` (MAPPO) the
     central critics (None: each policy's own critic) and ``value_norms`` their value normalisers (None: raw
     values); ``seed`` int64 [2] keys the minibatch shuffles."""
@@ -65,29 +65,30 @@ class PPOLearner:
               "hidden (recurrent)", "global_state, final_global_state (central critics)")
     outputs = ("weights", "statistics")
 
-    def __init__(self, cfg, groups, nets: nn.ModuleDict, trainable: nn.ModuleDict, flat: FlatParameters,
-                 adam: FlatAdam, backend: str, seed: torch.Tensor, critics: nn.ModuleDict | None = None,
+    def __init__(self, params: PPOParams, iters: int, groups, nets: nn.ModuleDict, trainable: nn.ModuleDict,
+                 flat: FlatParameters, adam: FlatAdam, backend: str, seed: torch.Tensor, critics: nn.ModuleDict | None = None,
                  value_norms: nn.ModuleDict | None = None):
-        self.cfg, self.groups, self.nets, self.flat, self.adam, self.seed = cfg, groups, nets, flat, adam, seed
+        p = self.params = params
+        self.iters, self.groups, self.nets, self.flat, self.adam, self.seed = iters, groups, nets, flat, adam, seed
         self.critics, self.value_norms = critics, value_norms
-        self.recurrent = cfg.recurrent != "none"
+        self.recurrent = p.recurrent != "none"
         self.compiled = backend == "compiled"
         if self.compiled and self.recurrent:  # the replay steps a compiled cell: one small graph, not one T long
             for net in nets.values():
                 net.actor.replay_cell = _gru_cell_compiled
         self.values = _values_compiled if self.compiled else values
         self.central_values = central_values_compiled if self.compiled else central_values
-        self.columns = {name: GroupColumns(groups[name].obs_dim, groups[name].obs_dim * cfg.frame_stack,
+        self.columns = {name: GroupColumns(groups[name].obs_dim, groups[name].obs_dim * p.frame_stack,
                                            net.action_dims, net.action_dtype == torch.int64,
                                            groups[name].agents.stop - groups[name].agents.start, self.recurrent)
                         for name, net in nets.items()}
-        coef = LossCoefficients(cfg.clip_coef, cfg.clip_vloss, cfg.vf_coef, cfg.ent_coef)
+        coef = LossCoefficients(p.clip_coef, p.clip_vloss, p.vf_coef, p.ent_coef)
         self.objective = PPOObjective(trainable, self.columns, coef, central=critics is not None)
         device = flat.param.device
         #: minibatch m's index, int64 [1] each (a tensor: the compiled step never specialises on it)
-        self.minibatch_ids = [torch.full((1,), m, dtype=torch.int64, device=device) for m in range(cfg.minibatches)]
+        self.minibatch_ids = [torch.full((1,), m, dtype=torch.int64, device=device) for m in range(p.minibatches)]
         self.totals = torch.zeros(len(nets), len(STAT_NAMES), device=device)
-        self.moments = {name: torch.zeros(cfg.minibatches, 2, device=device) for name in nets}
+        self.moments = {name: torch.zeros(p.minibatches, 2, device=device) for name in nets}
         self.samples: PPOSamples | None = None
         self.step: GradientStep | None = None
         self._built_for = None
@@ -97,21 +98,21 @@ class PPOLearner:
     def _norm(self, name: str):
         return None if self.value_norms is None else self.value_norms[name]
 
-    def prepare(self, s, ctx: LearnContext) -> None:
+    def prepare(self, s: RolloutStorage, ctx: LearnContext) -> None:
         """Allocate the buffers of an update of storage ``s`` (the trainer calls it once, before any iteration;
         a learner not prepared prepares at its first update)."""
         self._build(s, ctx)
 
-    def _build(self, s, ctx: LearnContext) -> None:
-        key = (id(s), ctx.shard)
+    def _build(self, s: RolloutStorage, ctx: LearnContext) -> None:
+        key = (id(s), ctx.batches)
         if self._built_for == key:
             return
-        cfg, shard = self.cfg, ctx.shard
+        p = self.params
         agents = {name: (self.groups[name].agents, cols) for name, cols in self.columns.items()}
-        self.samples = PPOSamples(agents, s.steps, shard.size, shard.lo, shard.total, cfg.minibatches,
-                                  s.state_dim if self.critics is not None else 0, cfg.hidden[0], s.reward.device)
+        self.samples = PPOSamples(agents, s.steps, ctx.batches, p.minibatches,
+                                  s.state_dim if self.critics is not None else 0, p.hidden[0], s.reward.device)
         reduce = ctx.reduce_gradients if ctx.comm.world_size > 1 else None
-        self.step = GradientStep(self.objective, self.flat, "trainable.", self.adam, cfg.max_grad_norm,
+        self.step = GradientStep(self.objective, self.flat, "trainable.", self.adam, p.max_grad_norm,
                                  self.compiled, reduce, compile_gradient=not self.recurrent)
         self._final_value = torch.zeros_like(s.reward)
         T, E = s.steps, s.reward.shape[1]
@@ -119,7 +120,7 @@ class PPOLearner:
                              torch.arange(E, device=s.reward.device).repeat(T))
         self._built_for = key
 
-    def run(self, s, ctx: LearnContext) -> torch.Tensor:
+    def run(self, s: RolloutStorage, ctx: LearnContext) -> torch.Tensor:
         self._build(s, ctx)
         with ctx.timer.phase("advantages"):
             advantages, returns = self.advantages(s)
@@ -130,7 +131,7 @@ class PPOLearner:
             self.samples.pack(s, advantages, returns, self.nets, self.value_norms)
             stats = self.update(ctx)
             # For the next rollout; this one's update saw the statistics it acted on.
-            if self.cfg.norm_obs:
+            if self.params.norm_obs:
                 for name, net in self.nets.items():
                     group = self.groups[name]
                     raw = s.policy_input(0, s.steps, group.agents, group.obs_dim)
@@ -143,23 +144,23 @@ class PPOLearner:
     # ---- advantages --------------------------------------------------------------------------------
 
     @torch.no_grad()
-    def advantages(self, s) -> tuple[torch.Tensor, torch.Tensor]:
+    def advantages(self, s: RolloutStorage) -> tuple[torch.Tensor, torch.Tensor]:
         """GAE over the storage: float32 [T, E, N] advantages and returns. The values of slot T, and of the
         final observation of every step (GAE reads them where the time limit cut an episode), are computed
         here, for every step: which steps were cut is never read back to the host."""
-        cfg = self.cfg
+        p = self.params
         final_value = self._final_value
         agents = [self.groups[name].agents for name in self.nets]
         if self.critics is not None:
             self._central_bootstrap(s, agents, final_value)
         else:
             self._own_bootstrap(s, agents, final_value)
-        backend = {"eager": "torch", "triton": "triton"}.get(cfg.policy_backend, "auto")
+        backend = {"eager": "torch", "triton": "triton"}.get(p.policy_backend, "auto")
         with nvtx_range("gae"):
-            return gae(s.reward, s.value, final_value, s.terminated, s.truncated, cfg.gamma, cfg.gae_lambda,
+            return gae(s.reward, s.value, final_value, s.terminated, s.truncated, p.gamma, p.gae_lambda,
                        backend=backend)
 
-    def _own_bootstrap(self, s, agents, final_value) -> None:
+    def _own_bootstrap(self, s: RolloutStorage, agents, final_value) -> None:
         T, E, nets = s.steps, s.reward.shape[1], list(self.nets.values())
         dims = [self.groups[name].obs_dim for name in self.nets]
         last = [s.policy_input(T, T + 1, a, d)[0] for a, d in zip(agents, dims)]
@@ -171,7 +172,7 @@ class PPOLearner:
         for a, v in zip(agents, out[len(nets):]):
             final_value[:, :, a] = v.view(T, E, -1)
 
-    def _central_bootstrap(self, s, agents, final_value) -> None:
+    def _central_bootstrap(self, s: RolloutStorage, agents, final_value) -> None:
         T, E = s.steps, s.reward.shape[1]
         critics = list(self.critics.values())
         norms = [self._norm(name) for name in self.nets]
@@ -185,19 +186,19 @@ class PPOLearner:
     def update(self, ctx: LearnContext) -> torch.Tensor:
         """Epochs x minibatches over the packed samples; returns the mean statistics per group, float32
         [groups, len(STAT_NAMES)], the same on every rank."""
-        cfg, samples, names = self.cfg, self.samples, list(self.nets)
-        self.adam.lr.copy_(annealed_lr(cfg.lr, ctx.iteration, cfg.iters, cfg.anneal_lr))
+        p, samples, names = self.params, self.samples, list(self.nets)
+        self.adam.lr.copy_(annealed_lr(p.lr, ctx.iteration, self.iters, p.anneal_lr))
         self.totals.zero_()
-        for epoch in range(cfg.epochs):
+        for epoch in range(p.epochs):
             with nvtx_range("shuffle"):
-                samples.shuffle(self.seed, ctx.iteration * cfg.epochs + epoch)
+                samples.shuffle(self.seed, ctx.iteration * p.epochs + epoch)
                 sums = ctx.comm.all_reduce_(torch.stack([samples.sums[name] for name in names]))
                 for name, group_sums in zip(names, sums):
-                    self.moments[name].copy_(minibatch_moments(group_sums, samples.counts[name], cfg.norm_adv))
+                    self.moments[name].copy_(minibatch_moments(group_sums, samples.counts[name], p.norm_adv))
             inputs = [samples.group_inputs(name, self.moments[name]) for name in names]
             for m in self.minibatch_ids:
                 self.step(self.totals, m, inputs)
-        return ctx.comm.all_reduce_(self.totals / (cfg.epochs * cfg.minibatches))
+        return ctx.comm.all_reduce_(self.totals / (p.epochs * p.minibatches))
 
 
-__all__ = ["LEARNING_BACKENDS", "PPOLearner", "central_values", "central_values_compiled", "values"]
+__all__ = ["PPOLearner", "central_values", "central_values_compiled", "values"]

@@ -5,7 +5,7 @@ Per trained group, :meth:`PPOSamples.pack` writes every sample's columns side by
 matrix (the normalised policy input, the action, log-prob, advantage, return and value; a recurrent
 group's episode-start flag), so an epoch's shuffle is one gather of whole rows; a central critic's env
 rows (global state, returns, values) get a matrix of their own. :meth:`PPOSamples.shuffle` draws the
-epoch's order on the device (:mod:`.minibatches`) and gathers every matrix into minibatch order, [M, R, F]:
+epoch's order on the device (:mod:`gpurl.multigpu.minibatches`) and gathers every matrix into minibatch order, [M, R, F]:
 minibatch m is row block m, which the objective (:mod:`.ppo_objective`) selects with a device index.
 It also sums each minibatch's advantages for their normalisation (float64 [M, 2], summed over ranks by
 the caller).
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ..envs.memory import require_memory
-from .minibatches import EnvBlocks, StratifiedSamples
+from ..multigpu.minibatches import LearnerBatches
 from .ppo_loss import advantage_sums
 
 #: Columns after a sample's policy input and action: log-prob, advantage, return, value (, start).
@@ -68,13 +68,14 @@ def samples_bytes(groups: dict, steps: int, num_envs: int, minibatches: int, sta
 class PPOSamples:
     """The packed and shuffled samples of every trained group (and its central critic, ``state_dim`` > 0).
 
-    ``groups``: name -> (agents slice, :class:`GroupColumns`); T steps of E envs (this rank's, the first of
-    global id ``env_offset``, of ``total_envs``); M = ``minibatches``.
+    ``groups``: name -> (agents slice, :class:`GroupColumns`); T steps of the E envs whose samples this learner
+    holds (``batches.num_envs``; ``batches`` lays out the global minibatches and this learner's share of
+    them); M = ``minibatches``.
     """
 
-    def __init__(self, groups: dict, steps: int, num_envs: int, env_offset: int, total_envs: int,
-                 minibatches: int, state_dim: int, hidden: int, device: torch.device):
-        T, E, M = steps, num_envs, minibatches
+    def __init__(self, groups: dict, steps: int, batches: LearnerBatches, minibatches: int, state_dim: int,
+                 hidden: int, device: torch.device):
+        T, E, M = steps, batches.num_envs, minibatches
         require_memory(samples_bytes(groups, T, E, M, state_dim, hidden), device,
                        f"the learner's sample buffers of num_envs={E} x rollout_len={T} steps", "lower num_envs "
                        "(--num-envs) or rollout_len (--rollout-len)")
@@ -87,7 +88,7 @@ class PPOSamples:
         for g, (name, (agents, cols)) in enumerate(groups.items()):
             n = cols.agents
             if cols.recurrent:
-                blocks = EnvBlocks(E, M, env_offset, total_envs, 3000 + g, device)
+                blocks = batches.env_blocks(M, 3000 + g, device)
                 B = blocks.weight.shape[1]
                 self.layouts[name] = blocks
                 self.packed[name] = torch.zeros(T, E * n, cols.width, **f32)
@@ -101,7 +102,7 @@ class PPOSamples:
                 if state_dim:
                     self.critic_weight[name] = blocks.weight[:, None, :].expand(M, T, B).reshape(M, T * B)
             else:
-                samples = StratifiedSamples(T, E, n, M, env_offset, total_envs, 1000 + g, device)
+                samples = batches.stratified(T, n, M, 1000 + g, device)
                 self.layouts[name] = samples
                 self.packed[name] = torch.zeros(T * E * n, cols.width, **f32)
                 self.epoch[name] = torch.zeros(M, E * samples.chunk, cols.width, **f32)
@@ -109,7 +110,7 @@ class PPOSamples:
                 self.counts[name] = torch.tensor(samples.counts, **f32)
                 self.value_counts[name] = self.counts[name]
                 if state_dim:
-                    rows = StratifiedSamples(T, E, 1, M, env_offset, total_envs, 2000 + g, device)
+                    rows = batches.stratified(T, 1, M, 2000 + g, device)
                     self.critic_layouts[name] = rows
                     self.critic_weight[name] = rows.weight
                     self.value_counts[name] = torch.tensor(rows.counts, **f32) * n

@@ -6,7 +6,7 @@ a :class:`~.q_loss.QMixer` per group (and its target) on the env's global state.
   (:meth:`QNetwork.act`, or the fused kernel generated from it, by ``policy_backend``; epsilon annealed
   linearly over the first ``eps_decay_frac`` of the run's steps; greedy when evaluating).
 - Learner fragment: :class:`QLearner` learns from the replay buffer the trainer fills with each rollout's
-  transitions (``ctx.replay``, :mod:`gpurl.train.replay`): ``q_updates`` updates of ``q_batch`` transitions
+  transitions (``ctx.replay``, :mod:`gpurl.storage.replay`): ``q_updates`` updates of ``q_batch`` transitions
   drawn with ``ctx.generator`` (in the same state on every learner rank) over the slots and all envs of the
   run; a data-parallel rank weights the rows of its own envs, so the ranks' summed gradients are the one
   device's (the same draw from the same transitions). Every group's loss summed
@@ -20,49 +20,65 @@ EPyMARL's convention; :mod:`.q_loss`).
 from __future__ import annotations
 
 import copy
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from ..fusion.counter_rng import seed_tensor
-from .base import Algorithm, EnvSpec, Field
+from ..storage.replay import gather_rows
+from ..storage.rollout import RolloutStorage
+from .base import Algorithm, EnvSpec, Field, LearnContext
 from .flat import FlatParameters
 from .flat_adam import FlatAdam, annealed_lr
 from .q_acting import QActor
 from .q_loss import QMixer, chosen, double_q_next, q_loss
 from .q_nets import QNetwork
-from .replay_draw import gather_rows
+from .q_params import QParams
 from .update_step import GradientStep
 
-STAT_NAMES = ("q_loss", "q_taken", "epsilon", "updates")
+
+
+class QTerms(NamedTuple):
+    """One group's figures of one update, float32 scalars: the TD loss and the mean Q of the actions taken."""
+
+    q_loss: torch.Tensor
+    q_taken: torch.Tensor
+
+
+#: The learner's statistics per group: each update's :class:`QTerms` summed over the iteration's updates, the
+#: exploration epsilon and the updates done.
+STAT_NAMES = (*QTerms._fields, "epsilon", "updates")
+LEARNED, EPSILON, UPDATES = slice(0, len(QTerms._fields)), STAT_NAMES.index("epsilon"), STAT_NAMES.index("updates")
 
 
 class QObjective(nn.Module):
     """The TD loss of one update, every group's summed, as the module the learner differentiates
     (:mod:`.update_step`): ``forward(u, rows, buffers)`` gathers update ``u``'s (int64 [1]) transitions from the
-    replay buffers (``rows``: the iteration's draws, :func:`~.replay_draw.draw_rows`) and returns ``(loss,
-    statistics float32 [groups, 2])`` (loss and mean Q taken, each divided by the updates per iteration: summed
-    over the iteration's updates they are its means).
+    replay buffers (``rows``: the iteration's draws, ``LearnContext.batches.replay_rows``) and returns ``(loss,
+    statistics float32 [groups, len(QTerms._fields)])`` (each group's :class:`QTerms`, divided by the updates per
+    iteration: summed over the iteration's updates they are its means).
 
     ``trainable``: the online Q-networks (and ``mixer:<group>``); ``targets``: their target copies, laid out
     the same way (constants of the loss)."""
 
-    def __init__(self, cfg, kind: str, groups, trainable: nn.ModuleDict, targets: nn.ModuleDict, names: list[str]):
+    def __init__(self, params: QParams, kind: str, groups, trainable: nn.ModuleDict, targets: nn.ModuleDict,
+                 names: list[str]):
         super().__init__()
         self.trainable, self.targets = trainable, targets
-        self.cfg, self.kind, self.groups, self.names = cfg, kind, groups, names
+        self.params, self.kind, self.groups, self.names = params, kind, groups, names
 
     def _group_input(self, rows: torch.Tensor, group) -> torch.Tensor:
         """A group's policy inputs [B, n, frame_stack * its obs_dim] from the buffer's rows [B, N, frame_stack *
         the env's obs_dim] (each frame zero-padded to the widest group's obs_dim)."""
         x = rows[:, group.agents]
         B, n = x.shape[:2]
-        return x.view(B, n, self.cfg.frame_stack, -1)[..., :group.obs_dim].reshape(B, n, -1)
+        return x.view(B, n, self.params.frame_stack, -1)[..., :group.obs_dim].reshape(B, n, -1)
 
     def forward(self, u: torch.Tensor, rows: tuple, buffers: tuple):
-        cfg = self.cfg
+        p = self.params
         batch = gather_rows(buffers, *(r.index_select(0, u).squeeze(0) for r in rows))
-        losses, taken = [], []
+        losses, terms = [], []
         for name in self.names:
             group = self.groups[name]
             a = group.agents
@@ -74,11 +90,12 @@ class QObjective(nn.Module):
             if self.kind == "qmix":
                 mixer, target_mixer = self.trainable[f"mixer:{name}"], self.targets[f"mixer:{name}"]
             losses.append(q_loss(self.kind, q_taken, next_value, batch["reward"][:, a], batch["terminated"],
-                                 cfg.gamma, mixer, target_mixer, batch["state"], batch["next_state"], batch["weight"]))
+                                 p.gamma, mixer, target_mixer, batch["state"], batch["next_state"], batch["weight"]))
             # The mean Q taken, over this rank's rows of the global draw (the loss weights rows the same way):
             # summed over the ranks, it is the one-device mean.
-            taken.append((q_taken.detach().mean(-1) * batch["weight"]).sum() / q_taken.shape[0])
-        stats = torch.stack([torch.stack(losses).detach(), torch.stack(taken)], 1) / cfg.q_updates
+            taken = (q_taken.detach().mean(-1) * batch["weight"]).sum() / q_taken.shape[0]
+            terms.append(QTerms(q_loss=losses[-1].detach(), q_taken=taken))
+        stats = torch.stack([torch.stack(t) for t in terms]) / p.q_updates
         return sum(losses), stats
 
 
@@ -89,15 +106,16 @@ class QLearner:
     inputs = ("replay",)
     outputs = ("weights",)
 
-    def __init__(self, cfg, objective: QObjective, flat: FlatParameters, target_flat: FlatParameters,
-                 adam: FlatAdam, actor: QActor, seed: torch.Tensor, compiled: bool):
-        self.cfg, self.objective, self.flat, self.target_flat, self.adam = cfg, objective, flat, target_flat, adam
+    def __init__(self, params: QParams, iters: int, objective: QObjective, flat: FlatParameters,
+                 target_flat: FlatParameters, adam: FlatAdam, actor: QActor, seed: torch.Tensor, compiled: bool):
+        self.params, self.iters = params, iters
+        self.objective, self.flat, self.target_flat, self.adam = objective, flat, target_flat, adam
         self.actor, self.seed, self.compiled = actor, seed, compiled
         self.updates = 0
         device = flat.param.device
         #: int64 [1]: the draw number of the next update (= updates; a device copy the draws read)
         self.draw = torch.zeros(1, dtype=torch.int64, device=device)
-        self.totals = torch.zeros(len(objective.names), 2, device=device)
+        self.totals = torch.zeros(len(objective.names), len(QTerms._fields), device=device)
         self.step: GradientStep | None = None
 
     def set_updates(self, updates: int) -> None:
@@ -105,35 +123,35 @@ class QLearner:
         self.updates = updates
         self.draw.fill_(updates)
 
-    def run(self, storage, ctx) -> torch.Tensor:
-        cfg, replay = self.cfg, ctx.replay
+    def run(self, storage: RolloutStorage, ctx: LearnContext) -> torch.Tensor:
+        p, replay = self.params, ctx.replay
         names = self.objective.names
         stats = torch.zeros(len(names), len(STAT_NAMES), device=replay.inputs.device)
-        stats[:, 2] = self.actor.epsilon(ctx.step)
-        if replay.size * ctx.shard.total < cfg.q_batch:  # not enough transitions yet (all ranks): act only
+        stats[:, EPSILON] = self.actor.epsilon(ctx.step)
+        if ctx.batches.replay_transitions(replay) < p.q_batch:  # not enough transitions yet (all ranks): act only
             return stats
         if self.step is None:
             reduce = ctx.reduce_gradients if ctx.comm.world_size > 1 else None
-            self.step = GradientStep(self.objective, self.flat, "trainable.", self.adam, cfg.max_grad_norm,
+            self.step = GradientStep(self.objective, self.flat, "trainable.", self.adam, p.max_grad_norm,
                                      self.compiled, reduce)
             self.update_ids = [torch.full((1,), u, dtype=torch.int64, device=self.draw.device)
-                               for u in range(cfg.q_updates)]
+                               for u in range(p.q_updates)]
         with ctx.timer.phase("learn"):
-            self.adam.lr.copy_(annealed_lr(cfg.lr, ctx.iteration, cfg.iters, cfg.anneal_lr))
+            self.adam.lr.copy_(annealed_lr(p.lr, ctx.iteration, self.iters, p.anneal_lr))
             self.totals.zero_()
             # Every update's draw over every rank's envs, at once.
-            rows = replay.draw(self.seed, self.draw, cfg.q_updates, cfg.q_batch, ctx.shard)
+            rows = ctx.batches.replay_rows(replay, self.seed, self.draw, p.q_updates, p.q_batch)
             buffers = replay.buffers()
             for u in self.update_ids:
                 self.step(self.totals, u, rows, buffers)
                 self.updates += 1
-                if self.updates % cfg.target_period == 0:
-                    self.target_flat.data.lerp_(self.flat.data, cfg.target_tau)
-            self.draw += cfg.q_updates
+                if self.updates % p.target_period == 0:
+                    self.target_flat.data.lerp_(self.flat.data, p.target_tau)
+            self.draw += p.q_updates
         # Loss and Q taken are this rank's shares of the global draw: their sum over the learner ranks is
         # the one device's figure (epsilon and the update count are the same on every rank).
-        stats[:, :2] = ctx.comm.all_reduce_(self.totals.clone())
-        stats[:, 3].fill_(self.updates)  # a fill (a setitem of a Python number copies from a host tensor)
+        stats[:, LEARNED] = ctx.comm.all_reduce_(self.totals.clone())
+        stats[:, UPDATES].fill_(self.updates)  # a fill (a setitem of a Python number copies from a host tensor)
         return stats
 
 
@@ -142,25 +160,17 @@ class IQL(Algorithm):
 
     name = "iql"
     stat_names = STAT_NAMES
-    config_fields = frozenset({"replay_capacity", "replay_in_checkpoint", "q_batch", "q_updates", "target_tau",
-                               "target_period", "eps_start", "eps_end", "eps_decay_frac"})
+    params_type = QParams
     uses_replay = True
-    supports_recurrent = False
     kind = "iql"
 
-    @classmethod
-    def adjust_config(cls, config):
-        if config.recurrent != "none":
-            raise ValueError(f"{cls.name} has no recurrent policies: recurrent must be 'none', got {config.recurrent!r}")
-        return config
-
     def __init__(self, config, spec: EnvSpec, trained: list[str], seed: int, generator: torch.Generator):
-        cfg = self.config = config
-        self.spec, self.trained = spec, trained
+        p: QParams = config.algo_params
+        self.params, self.spec, self.trained = p, spec, trained
         groups = spec.groups
         self.nets = nn.ModuleDict({
-            name: QNetwork(groups[name].obs_dim * cfg.frame_stack, groups[name].action_space, cfg.hidden,
-                           cfg.activation, generator)
+            name: QNetwork(groups[name].obs_dim * p.frame_stack, groups[name].action_space, p.hidden,
+                           p.activation, generator)
             for name in trained}).to(spec.device)
         self.targets = copy.deepcopy(self.nets).requires_grad_(False)
         self.mixers = self.target_mixers = None
@@ -181,14 +191,14 @@ class IQL(Algorithm):
         self.flat = FlatParameters(self.trainable)
         self.target_flat = FlatParameters(self.target_modules)
         self.target_flat.param.requires_grad_(False)
-        self.optimizer = FlatAdam(self.flat.data, cfg.lr, eps=1e-5)
-        decay = int(cfg.eps_decay_frac * cfg.iters * cfg.rollout_len)
+        self.optimizer = FlatAdam(self.flat.data, p.lr, eps=1e-5)
+        decay = int(p.eps_decay_frac * config.iters * config.rollout_len)
         seed_key = seed_tensor(seed, spec.device)
-        self.actor = QActor(groups, self.nets, spec, seed_key, cfg.eps_start, cfg.eps_end, decay, cfg.policy_backend,
-                            cfg.activation)
-        objective = QObjective(cfg, self.kind, groups, self.trainable, self.target_modules, list(trained))
-        self.learner = QLearner(cfg, objective, self.flat, self.target_flat, self.optimizer, self.actor, seed_key,
-                                compiled=cfg.learner_backend != "eager")
+        self.actor = QActor(groups, self.nets, spec, seed_key, p.eps_start, p.eps_end, decay, p.policy_backend,
+                            p.activation)
+        objective = QObjective(p, self.kind, groups, self.trainable, self.target_modules, list(trained))
+        self.learner = QLearner(p, config.iters, objective, self.flat, self.target_flat, self.optimizer, self.actor,
+                                seed_key, compiled=p.learner_backend != "eager")
 
     def fields(self) -> dict[str, Field]:
         return {}
@@ -234,4 +244,4 @@ class QMIX(IQL):
     reads_global_state = True
 
 
-__all__ = ["IQL", "QMIX", "STAT_NAMES", "VDN"]
+__all__ = ["IQL", "QMIX", "QTerms", "STAT_NAMES", "VDN"]

@@ -14,7 +14,7 @@ adversaries) it is n times that reward. The scale matters: with the mean, VDN on
 JaxMARL's vdn_rnn at equal env steps, and within its interval with the sum (docs/benchmarks.md, 2026-11-29).
 
 A terminated transition does not bootstrap; a truncated one does (its next input is the final observation,
-see gpurl.train.replay).
+see gpurl.storage.replay).
 """
 from __future__ import annotations
 

@@ -4,7 +4,6 @@ from .params import ParameterError, ranged
 from ..kernels.fields import Field, field
 from .registry import import_env_module, make, register, registered, resolve_device
 from .spaces import Group
-from .simple_tag import SimpleTag
 from .tag_continuous import TagContinuous
 from .tag_gridworld import TagGridworld
 from .mpe import SCENARIOS as _MPE_SCENARIOS
@@ -15,7 +14,6 @@ def _tag_continuous(**kwargs):
 
 
 register("tag_continuous", _tag_continuous)
-register("simple_tag", SimpleTag)
 
 
 def _tag_gridworld(**kwargs):

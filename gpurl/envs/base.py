@@ -2,26 +2,25 @@
 
 An env class declares its groups, arrays, constants and phases (see :class:`KernelEnv`); this module
 allocates the arrays, builds the one kernel of the class (:mod:`.lifecycle`: resets, autoresets and
-ended envs are the toolkit's), redirects outputs (``step(out=...)``), re-seeds and launches. Everything
+ended envs are the toolkit's), picks the one launcher of its kernel (:mod:`.launch_path`), redirects outputs
+(``step(out=...)``), re-seeds and launches. Everything
 here runs before a kernel launch, so an error never leaves the env half-updated, and nothing here reads
 device memory unless ``validate=True`` needs to (the action range check; see ``step``).
 """
 from __future__ import annotations
 
-import warnings
 from collections import OrderedDict
 from typing import ClassVar
 
 import numpy as np
 import torch
 
-from ..kernels.interop import current_stream, current_stream_handle, kernel_view, simulator_enabled, target_for
+from ..kernels.interop import current_stream, kernel_view, simulator_enabled, target_for
 from ..kernels.errors import KernelIndexError, KernelTypingError, raised_here
 from ..kernels.fields import Field, struct_type
-from ..kernels.prepared_launch import NotPrepared
 from ..kernels.program import FIXED_AGENTS
 from ..kernels.targets import freeze_constants
-from . import lifecycle, memory
+from . import launch_path, lifecycle, memory
 from .checks import check_env_id_offset, check_flag, check_num_envs, check_seed
 from .params import checked_params
 from .spaces import Group, action_bounds, action_layout, check_groups
@@ -34,9 +33,6 @@ from .step_inputs import StepInputChecks, StepOutputs
 #: unrolled): one more compile per agent count, which only a large batch repays.
 FIXED_AGENTS_MIN_ENVS = 256
 SMALL_WORLD_AGENTS = 16
-#: The outputs a step writes, as fields of the env's arrays: a prepared CUDA launch passes their data pointers
-#: anew at each call (a trainer's ``out=`` slot, or the env's own buffers).
-_OUTPUTS = ("obs", "final_obs", "reward", "terminated", "truncated", "global_state", "final_global_state")
 
 
 class KernelEnv(StepInputChecks):
@@ -218,68 +214,25 @@ class KernelEnv(StepInputChecks):
         # A reset reads no actions; it passes a dummy of the dtype steps pass, so both share one compile.
         self._no_action_tensor = torch.zeros((1, 1, self.action_dims), dtype=self.action_dtype, device=self.device)
         self._no_actions = self._view(self._no_action_tensor)
-        # CPU steps keep every argument's type but the actions': dispatched once per action dtype and ndim.
-        self._direct = self.kernel.direct_launch(self._build_constants) if self.target == "cpu" else None
-        if self._direct is not None:  # its own arrays never move: launched as one table of addresses
-            self._direct.pin(self._arrays)
-        # CUDA launches, once a constants tuple's first launches have run: its launch with the parameters
-        # marshalled once ({id(constants): (constants, PreparedLaunch)}, see gpurl.kernels.prepared_launch).
-        self._prepared: dict | None = {} if self.target == "cuda" and not simulator_enabled() else None
-        self._varying = ((2,), *((0, self._arrays._fields.index(name)) for name in _OUTPUTS))
-        own = self._output_tensors(None)
-        self._own_outputs = tuple(own[name].data_ptr() for name in _OUTPUTS)  # never move: allocated once
+        #: What launches the kernel, chosen here once (see gpurl.envs.launch_path): reset and step call it.
+        self.launcher = self.choose_launcher()
 
-    def _launch(self, arrays, consts, actions) -> None:
-        if self._direct is not None:
-            self._direct((actions.dtype, actions.ndim), self.num_envs, self.num_agents, arrays, consts, actions)
-            return
-        self.kernel.launch(self.target, self.num_envs, self.num_agents, arrays, consts, actions,
-                           stream=self._stream(), constants=self._build_constants)
-        if self._prepared is not None and id(consts) not in self._prepared:
-            self._prepare(arrays, consts, actions)
+    def choose_launcher(self):
+        """The launcher of this env's kernel (:mod:`.launch_path`), chosen once when the env is built: by target
+        (direct CPU launches, prepared CUDA launches, the simulator's dispatch). An env class whose kernel
+        launches another way overrides it (tag_gridworld's CUDA C)."""
+        return launch_path.choose_launcher(self)
 
-    def _prepare(self, arrays, consts, actions) -> None:
-        """After an ordinary CUDA launch: prepare the launches with ``consts`` (see gpurl.kernels.prepared_launch),
-        once the build's bounds check has settled; where that cannot be done, they stay ordinary (warned once)."""
-        if torch.cuda.is_current_stream_capturing():
-            return
-        try:
-            prepared = self.kernel.prepare_launch(self.num_envs, self.num_agents, arrays, consts, actions,
-                                                  constants=self._build_constants, varying=self._varying)
-        except NotPrepared as err:
-            warnings.warn(f"{self.env_name()}: CUDA steps stay on numba-cuda's dispatch (about 0.5 ms of host time "
-                          f"per call): {err}", RuntimeWarning, stacklevel=4)
-            prepared = None
-        else:
-            if prepared is None:  # not settled yet: the next launch tries again
-                return
-        self._prepared[id(consts)] = (consts, prepared)
-
-    def _launch_prepared(self, consts, actions: torch.Tensor, out: "StepOutputs | None") -> bool:
-        """Launch through the prepared launch of ``consts`` (CUDA); False when there is none."""
-        entry = self._prepared.get(id(consts))
-        launch = None if entry is None else entry[1]
-        if launch is None:
-            return False
-        if out is None:
-            outputs = self._own_outputs
-        else:
-            tensors = self._output_tensors(out)
-            outputs = tuple(tensors[name].data_ptr() for name in _OUTPUTS)
-        launch.launch((actions.data_ptr(), *outputs), current_stream_handle(self._placed))
-        return True
+    @property
+    def launch_path(self) -> str:
+        """How this env's kernel launches, in words (e.g. "cpu: direct launch (numba parallel)")."""
+        return self.launcher.path
 
     def _rekey(self, mask: torch.Tensor) -> None:
         self._consts = self._consts._replace(seed=np.uint64(self.seed))
         self._reset_consts = self._reset_consts._replace(seed=np.uint64(self.seed))
-        if self._prepared is not None:  # prepared for the old constants
-            self._prepared.clear()
+        self.launcher.constants_changed()
         self.state.episode.masked_fill_(mask, 0)  # the next reset draws episode 0 of the new seed
-
-    def _launch_reset(self, mask: torch.Tensor) -> None:
-        self._tensors["restart"].copy_(mask)
-        if self._prepared is None or not self._launch_prepared(self._reset_consts, self._no_action_tensor, None):
-            self._launch(self._arrays, self._reset_consts, self._no_actions)
 
     def _output_tensors(self, out: "StepOutputs | None") -> dict[str, torch.Tensor]:
         """The tensors a step writes, in the kernel's argument order: ``out``'s, the env's own where ``out``
@@ -290,14 +243,6 @@ class KernelEnv(StepInputChecks):
         if out is not None:
             own.update((k, v) for k, v in out._asdict().items() if v is not None)
         return own
-
-    def _launch_step(self, actions: torch.Tensor, out: "StepOutputs | None") -> None:
-        if self._prepared is not None and self._launch_prepared(self._consts, actions, out):
-            return
-        arrays = self._arrays
-        if out is not None:  # a trainer's rollout slot: the kernel writes there directly
-            arrays = arrays._replace(**{k: self._view(v) for k, v in self._output_tensors(out).items()})
-        self._launch(arrays, self._consts, self._view(actions))
 
     def step_metrics(self) -> dict[str, torch.Tensor]:
         """Per-env event counts of the last step, float32 [num_envs] on the device (no host sync): the
@@ -398,7 +343,8 @@ class KernelEnv(StepInputChecks):
             self.seed = seed
             self._rekey(mask)
         try:
-            self._launch_reset(mask)
+            self._tensors["restart"].copy_(mask)  # the envs the reset launch restarts
+            self.launcher.reset(self._reset_consts)
         except (KernelTypingError, KernelIndexError) as err:  # an author's mistake, found at a first launch
             raise raised_here(err)
         self._needs_reset = False
@@ -430,7 +376,7 @@ class KernelEnv(StepInputChecks):
         if self.validate:
             self._check_action_values(actions)
         try:
-            self._launch_step(actions, out)
+            self.launcher.step(self._consts, actions, out)
         except (KernelTypingError, KernelIndexError) as err:
             raise raised_here(err)
         if out is None:

@@ -63,7 +63,7 @@ class PackedPolicy:
         self.NP = next_pow2(max(self.nvec), at_least=16 if self.HP <= 64 else 32)
         dev = actor[0].weight.device
         z = lambda *shape: torch.zeros(shape, dtype=torch.float32, device=dev)  # noqa: E731
-        L, IP, HP, NP, H = self.layers, self.IP, self.HP, self.NP, self.heads
+        L, IP, HP = self.layers, self.IP, self.HP
         self.norm_mean, self.norm_rstd = z(IP), z(IP)
         self.a_w0, self.a_wh, self.a_b = z(IP, HP), z(max(L - 1, 1), HP, HP), z(L, HP)
         if self.with_value:
@@ -71,9 +71,7 @@ class PackedPolicy:
             self.c_wo, self.c_bo = z(HP), z(1)
         else:
             self.c_w0, self.c_wh, self.c_b, self.c_wo, self.c_bo = z(1), z(1), z(1), z(1), z(1)
-        self.a_wo, self.a_bo = z(HP, H * NP), torch.full((H * NP,), NEG, device=dev)
-        self.nvec_t = torch.tensor(self.nvec, dtype=torch.int32, device=dev)
-        self.norm_clip = _norm_clip(policy)
+        _output_buffers(self, policy, dev)
         self.sync()
 
     @torch.no_grad()
@@ -135,14 +133,12 @@ class PackedRecurrentPolicy:
         self.IP, self.HP, self.NP = next_pow2(self.in_dim), next_pow2(max(widths)), next_pow2(max(self.nvec))
         dev = first.weight.device
         z = lambda *shape: torch.zeros(shape, dtype=torch.float32, device=dev)  # noqa: E731
-        G, IP, HP, NP, H = self.head_layers, self.IP, self.HP, self.NP, self.heads
+        G, IP, HP = self.head_layers, self.IP, self.HP
         self.norm_mean, self.norm_rstd = z(IP), z(IP)
         self.w0, self.b0 = z(IP, HP), z(HP)
         self.wx, self.bx, self.wh, self.bh = z(3 * HP, HP), z(3 * HP), z(3 * HP, HP), z(3 * HP)
         self.a_wh, self.a_b = z(max(G, 1), HP, HP), z(max(G, 1), HP)
-        self.a_wo, self.a_bo = z(HP, H * NP), torch.full((H * NP,), NEG, device=dev)
-        self.nvec_t = torch.tensor(self.nvec, dtype=torch.int32, device=dev)
-        self.norm_clip = _norm_clip(policy)
+        _output_buffers(self, policy, dev)
         self.sync()
 
     @torch.no_grad()
@@ -171,6 +167,16 @@ class PackedRecurrentPolicy:
 def _check_categorical(policy: nn.Module) -> None:
     if not hasattr(policy.dist, "nvec"):
         raise TypeError("the fused actor supports categorical heads (Discrete/MultiDiscrete) only")
+
+
+def _output_buffers(packed, policy: nn.Module, device: torch.device) -> None:
+    """What both packings end with: the heads' output layer ``a_wo`` [HP, HEADS * NP] and ``a_bo`` [HEADS * NP]
+    (padding logits NEG: never sampled), the head sizes ``nvec_t`` int32 [HEADS] and the normalisation clip."""
+    width = packed.heads * packed.NP
+    packed.a_wo = torch.zeros(packed.HP, width, dtype=torch.float32, device=device)
+    packed.a_bo = torch.full((width,), NEG, device=device)
+    packed.nvec_t = torch.tensor(packed.nvec, dtype=torch.int32, device=device)
+    packed.norm_clip = _norm_clip(policy)
 
 
 def _norm_clip(policy: nn.Module) -> float | None:

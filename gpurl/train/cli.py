@@ -1,6 +1,6 @@
-"""``gpurl train`` / ``python -m gpurl.train``: one flag per :class:`TrainConfig` field, generated from
-the dataclass (so a new field is a new flag with its docstring as help), presets and machine-sized
-defaults; it runs the config under its distribution policy and ends with one ``RESULT {json}`` line.
+"""``gpurl train`` / ``python -m gpurl.train``: one flag per :class:`TrainConfig` run field and per parameter of
+a registered algorithm (``Algorithm.params_type``), generated from the dataclasses (so a new field is a new flag
+with its help text), presets and machine-sized defaults; it runs the config under its distribution policy and ends with one ``RESULT {json}`` line.
 
     python -m gpurl.train                               # Tag sized for this machine
     gpurl train --preset tag-10v100 --num-envs 100 --iters 20
@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import json
 import os
 import sys
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from pathlib import Path
 
 import torch
 
+from ..algos import ALGORITHMS
+from ..algos.params import default_of, param_fields
 from ..envs.memory import InsufficientMemory
 from ..envs.params import RANGE, ParameterError
 from ..multigpu.process_group import launcher_world
@@ -73,14 +76,32 @@ DESCRIPTION = ("Train agent groups with a registered algorithm (PPO by default) 
                "hold this run's own files (see --fresh-log-dir), and ends with one line RESULT {json}.")
 
 
+def flag_fields() -> list[tuple[dataclasses.Field, str]]:
+    """Every flag's field and its default text: the run's fields (but ``algo_params``), then each registered
+    algorithm's parameters (a name several algorithms share once, its defaults by algorithm where they differ)."""
+    out = [(f, repr(default_of(f))) for f in fields(TrainConfig) if f.name != "algo_params"]
+    by_name: dict[str, list] = {}
+    for algo, cls in ALGORITHMS.items():
+        for name, f in param_fields(cls.params_type).items():
+            by_name.setdefault(name, []).append((algo, f))
+    for name, readers in by_name.items():
+        f = readers[0][1]
+        defaults = {algo: repr(default_of(g)) for algo, g in readers}
+        common = max(set(defaults.values()), key=list(defaults.values()).count)
+        text = common + "".join(f"; {algo}: {d}" for algo, d in defaults.items() if d != common)
+        if len(readers) < len(ALGORITHMS):
+            text += "; read by " + ", ".join(algo for algo, _ in readers)
+        out.append((f, text))
+    return out
+
+
 def build_parser(description: str = DESCRIPTION, prog: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description, allow_abbrev=False,
                                      formatter_class=DefaultsOnceFormatter)
-    for f in fields(TrainConfig):
+    for f, default in flag_fields():
         flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not MISSING else f.default_factory()
         allowed = f"; allowed: {f.metadata[RANGE]}" if RANGE in f.metadata else ""
-        kw = dict(default=argparse.SUPPRESS, help=f"{f.metadata['help']} (default: {default!r}{allowed})")
+        kw = dict(default=argparse.SUPPRESS, help=f"{f.metadata['help']} (default: {default}{allowed})")
         if f.name == "env_params":
             parser.add_argument("--env-param", dest="env_params", action="append", type=_env_param,
                                 metavar="KEY=VALUE", **kw)

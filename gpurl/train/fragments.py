@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 
 from ..envs.random_actions import RandomActions
+from ..storage.rollout import RolloutStorage
 from .metrics import EpisodeStats
-from .storage import RolloutStorage
 
 
 class RandomActor:

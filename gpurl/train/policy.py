@@ -26,10 +26,10 @@ import torch
 from ..algos import ALGORITHMS, EnvSpec
 from ..envs import make, resolve_device
 from ..fusion.counter_rng import seed_tensor
+from ..storage.rollout import RolloutStorage
 from .checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
 from .config import TrainConfig
 from .fragments import RandomActor
-from .storage import RolloutStorage
 
 
 def read_checkpoint(path: str | Path, say=print) -> tuple[Path, dict]:
@@ -71,7 +71,8 @@ class TrainedPolicy:
         check_env_fits(checkpoint, source, env)
         saved = TrainConfig.from_dict(checkpoint["config"])
         # Eager acting: the definition itself, on any device and for any batch size, no compile wait.
-        self.config = dataclasses.replace(saved, policy_backend="eager", learner_backend="eager", cuda_graph=False)
+        eager = dataclasses.replace(saved.algo_params, policy_backend="eager", learner_backend="eager")
+        self.config = dataclasses.replace(saved, algo_params=eager, cuda_graph=False)
         self.source, self.deterministic = str(source), bool(deterministic)
         self.env_name, self.env_params = saved.env, dict(saved.env_params)
         self.device = env.device
@@ -127,7 +128,7 @@ class TrainedPolicy:
             if s is not None and starts is not None:
                 raise ValueError(f"this policy acted on {s.obs.shape[1]} envs; {E} now (call reset() first)")
             s = self._storage = RolloutStorage(1, E, env.num_agents, env.obs_dim, env.action_dims, env.action_dtype,
-                                               self.config.frame_stack - 1, self.device, self.algo.fields(),
+                                               self.config.algo_params.frame_stack - 1, self.device, self.algo.fields(),
                                                env.global_state_dim if self.algo.reads_global_state else 0)
             s.start(obs, torch.zeros(E, s.state_dim, device=self.device) if s.state_dim else None)
             return s

@@ -5,11 +5,10 @@ anything is built or written.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
-from .config import AUTO_RESUME, TrainConfig
+from .config import AUTO_RESUME, TrainConfig, from_values
 from .run_record import RUN_FILE
 
 #: Fields a resumed run may change; every other field comes from the checkpoint.
@@ -26,7 +25,7 @@ def resume_config(checkpoint: dict, overrides: dict) -> TrainConfig:
     that holds the checkpoint ``overrides["resume"]``: never in the log dir recorded inside the checkpoint,
     so a copied run dir is a branch of its own."""
     saved = TrainConfig.from_dict(checkpoint["config"])
-    saved_values = json.loads(json.dumps(saved.to_dict()))
+    saved_values = json.loads(json.dumps(saved.flat()))
     fixed = sorted(k for k in set(overrides) - set(RESUME_OVERRIDABLE)
                    if k not in saved_values or json.loads(json.dumps(overrides[k])) != saved_values[k])
     if fixed:
@@ -41,13 +40,22 @@ def resume_config(checkpoint: dict, overrides: dict) -> TrainConfig:
     if "iters" in changes or "total_steps" in changes:
         changes.setdefault("iters", 0)
         changes.setdefault("total_steps", 0)
-    return dataclasses.replace(saved, **changes).validated()
+    return from_values({**saved.flat(), **changes}).validated()
+
+
+def _flat(config: dict) -> dict:
+    """A saved config (``TrainConfig.to_dict`` form, or an older flat one) as the CLI's flags name its values."""
+    try:
+        return TrainConfig.from_dict(config).flat()
+    except (ValueError, TypeError):
+        return dict(config)  # not a config this version reads: compared as it is
 
 
 def config_differences(saved: dict, given: dict) -> list[str]:
-    """The fields (``TrainConfig.to_dict`` form) that differ between two configs, other than those a resume
-    may change: "name: saved there, given here" for each. Compared as JSON holds them (a tuple is a list)."""
-    saved, given = json.loads(json.dumps(saved)), json.loads(json.dumps(given))
+    """The values (by flag name) that differ between two saved configs (``TrainConfig.to_dict`` form), other than
+    those a resume may change: "name: saved there, given here" for each. Compared as JSON holds them (a tuple
+    is a list)."""
+    saved, given = json.loads(json.dumps(_flat(saved))), json.loads(json.dumps(_flat(given)))
     names = sorted(k for k in {*saved, *given} if k not in RESUME_OVERRIDABLE and saved.get(k) != given.get(k))
     return [f"{k}: {saved.get(k, '(unset)')!r} there, {given.get(k, '(unset)')!r} here" for k in names]
 

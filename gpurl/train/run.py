@@ -196,7 +196,7 @@ class TrainingRun:
             remove_stale_temp_files(log_dir, say)
             write_run_record(log_dir, self.run_id, cfg.to_dict(), self.machine, trainer.iteration)
         say(f"machine: {self.machine}")
-        say("config: " + " ".join(f"{k}={v}" for k, v in cfg.to_dict().items()))
+        say("config: " + " ".join(f"{k}={v}" for k, v in cfg.flat().items()))
         loggers = []
         if self.main:
             loggers = start_loggers(cfg, log_dir, self.run_id)
@@ -293,7 +293,8 @@ class TrainingRun:
         scalars.update(record.episodes)
         seconds = self.seconds.pop(record.iteration)
         scalars["agent_steps_per_s"] = cfg.num_envs * cfg.rollout_len * trainer.env.num_agents / seconds
-        scalars["lr"] = annealed_lr(cfg.lr, record.iteration - 1, cfg.iters, cfg.anneal_lr)
+        p = cfg.algo_params
+        scalars["lr"] = annealed_lr(p.lr, record.iteration - 1, cfg.iters, p.anneal_lr)
         for done in [k for k in self.seconds if k < record.iteration]:
             del self.seconds[done]
         if self.runlog is not None:

@@ -27,15 +27,15 @@ from ..envs.checks import derived_seed
 from ..envs.params import ParameterError
 from ..fusion.counter_rng import seed_tensor
 from ..fusion.graph import GraphCaptureFailed, GraphedCall, GraphedRollout
+from ..multigpu.minibatches import LearnerBatches
 from ..multigpu.placement import Placement
 from ..profiling import nvtx_range
+from ..storage import ReplayBuffer, RolloutStorage, rollout_transitions
 from .config import TrainConfig
 from .fragments import EnvFragment, RandomActor
 from .metrics import EpisodeStats, PhaseTimer, UntimedPhases
 from .network_memory import check_networks_fit
 from .process import matmul_precision
-from .replay import ReplayBuffer, rollout_transitions
-from .storage import RolloutStorage
 
 
 def merge_means(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
@@ -109,7 +109,7 @@ class Trainer:
         if learner_shard is not None:
             if self.algo.uses_replay:  # on every learner rank: the transitions of the envs it learns from
                 self.replay = self._replay(learner_shard.size)
-            self.learn_context = LearnContext(learner_shard, placement.learner_comm(cfg.num_envs),
+            self.learn_context = LearnContext(LearnerBatches(learner_shard), placement.learner_comm(cfg.num_envs),
                                               placement.reduce_gradients, self.generator, self.timer,
                                               replay=self.replay, step=self.step_counter,
                                               iteration=self.iteration_counter)
@@ -135,17 +135,17 @@ class Trainer:
 
     def _bookkeeping_backend(self) -> str:
         """Eager acting keeps the rollout's bookkeeping eager too (nothing compiles at start)."""
-        return "eager" if self.config.policy_backend == "eager" else "auto"
+        return "eager" if self.config.algo_params.policy_backend == "eager" else "auto"
 
     def _storage(self, num_envs: int, steps: int | None = None, env=None) -> RolloutStorage:
         env = env or self.env
         return RolloutStorage(steps or self.config.rollout_len, num_envs, env.num_agents, env.obs_dim,
-                              env.action_dims, env.action_dtype, self.config.frame_stack - 1, self.device,
+                              env.action_dims, env.action_dtype, self.config.algo_params.frame_stack - 1, self.device,
                               self.algo.fields(), env.global_state_dim if self.reads_global_state else 0)
 
     def _replay(self, num_envs: int) -> ReplayBuffer:
-        env, cfg = self.env, self.config
-        return ReplayBuffer(cfg.replay_capacity, num_envs, env.num_agents, env.obs_dim * cfg.frame_stack,
+        env, params = self.env, self.algo.params
+        return ReplayBuffer(params.replay_capacity, num_envs, env.num_agents, env.obs_dim * params.frame_stack,
                             env.action_dims, env.action_dtype, self.device,
                             env.global_state_dim if self.reads_global_state else 0)
 
@@ -158,7 +158,7 @@ class Trainer:
         captures and the float32 matmul precision)."""
         b = self.algo.backends()
         line = (f"backends: acting={b.get('acting', '?')} learning={b.get('learning', '?')} "
-                f"env={self.env.target} kernels on {self.device}")
+                f"env={self.env.launch_path}")
         if self.device.type == "cuda":
             graph = "iteration" if self.graphed_iteration else "rollout" if self.graphed else "none"
             line += f"; cuda_graph={graph} matmul={matmul_precision()}"
@@ -341,8 +341,8 @@ class Trainer:
         data_parallel (collective there), rank 0's own under central_learner; None without a buffer."""
         if self.replay is None:
             return None
-        state = self.replay.state_dict(contents=self.config.replay_in_checkpoint)
-        if "buffers" in state and self.learn_context.shard == self.shard:  # each rank holds its own envs
+        state = self.replay.state_dict(contents=self.algo.params.replay_in_checkpoint)
+        if "buffers" in state and self.learn_context.batches.shard == self.shard:  # each rank holds its own envs
             state["buffers"] = {k: self.placement.comm.gather_cat(v, 1) for k, v in state["buffers"].items()}
         return state
 
@@ -351,7 +351,7 @@ class Trainer:
         saved = state.get("replay")
         if saved is None:
             raise ValueError(f"checkpoint holds no replay buffer, and algorithm {self.config.algo!r} keeps one")
-        lo, hi = self.learn_context.shard.lo, self.learn_context.shard.hi
+        lo, hi = self.learn_context.batches.shard.lo, self.learn_context.batches.shard.hi
         local = dict(saved)
         if "buffers" in saved:
             local["buffers"] = {k: v[:, lo:hi] for k, v in saved["buffers"].items()}

@@ -14,6 +14,7 @@ and world number as a tuple the accessors index. Then LLVM unrolls the loops ove
 positions in registers, and every kind's number is a literal: a kind's flags fold into the code (a silent
 world compiles no message, a kind that collides with nothing no contact loop). Other builds read the arrays,
 tables and ``c``. Both compute the same bits.
+Performance idioms: docs/envs.md#performance-idioms-of-scenario-code
 """
 import math
 

@@ -24,7 +24,8 @@ ADVERSARY = Kind("adversary", size=0.15, collide=False)
 GOOD = Kind("agent", size=0.15, collide=False)
 LANDMARK = Kind("landmark", size=0.08, movable=False, collide=False)
 #: The observation's selections (landmarks, agents) as a fixed-world build fixes them (k, or 0 for all in order;
-#: :meth:`SimpleAdversary.build_constants`), so the search it does not use compiles away; -1: read ``c``.
+#: :meth:`SimpleAdversary.build_constants`); -1: read ``c``.
+#: Performance idioms: docs/envs.md#performance-idioms-of-scenario-code
 ADVERSARY_NEIGHBORS = (-1, -1)
 
 
@@ -67,7 +68,7 @@ def simple_adversary_reward(e, s, c, actions):
         s.reward[e, a] = -d
         adversary_distance += d
     nearest = _INF
-    num_agents = particle_agents(s.pos.shape[1])  # a literal in a fixed-world build: the loops unroll
+    num_agents = particle_agents(s.pos.shape[1])  # a literal in a fixed-world build
     for a in range(NUM_ADVERSARIES, num_agents):
         nearest = min(nearest, goal_distance(e, s, a))
     for a in range(NUM_ADVERSARIES, num_agents):
@@ -90,8 +91,7 @@ def simple_adversary_observe(e, i, s, c, actions):
     fixed = ADVERSARY_NEIGHBORS[0] >= 0
     landmarks, agents = s.landmark_pos[e], s.pos[e]
     # The agents' count is the fixed world's literal; the landmarks' stays the array's: with both literal, the
-    # same build loaded from the build cache ran at one of two speeds, 2x apart, from process to process
-    # (docs/benchmarks.md, seventh session).
+    # same cached build ran at one of two speeds from process to process (docs/benchmarks.md, seventh session).
     col = observe_relative(row, col, landmarks, landmarks.shape[0], -1, px, py,
                            ADVERSARY_NEIGHBORS[0] if fixed else c.landmark_neighbors)
     col = observe_relative(row, col, agents, particle_agents(agents.shape[0]), i, px, py,

@@ -44,9 +44,9 @@ OBSTACLE = Kind("obstacle", size=0.2, movable=False)
 FOOD = Kind("food", size=0.03, movable=False, collide=False)
 FOREST = Kind("forest", size=0.3, movable=False, collide=False)
 #: The world's layout as a fixed-world build fixes it (:meth:`SimpleWorldComm.build_constants`): adversaries,
-#: obstacles, food, forests. With the core's fixed sizes, every loop of the phases then has a literal trip count
-#: and every column of an observation row is a literal: LLVM unrolls the rows into straight stores, where
-#: run-time counts left it a loop of data-dependent columns. -1 (other builds): read ``c``.
+#: obstacles, food, forests; with the core's fixed sizes every observation column is then a literal too, and
+#: the rows unroll into straight stores. -1 (other builds): read ``c``. Performance idioms (this switch, the
+#: accessors' int64 casts): docs/envs.md#performance-idioms-of-scenario-code
 WORLD_COMM_LAYOUT = (-1, -1, -1, -1)
 
 

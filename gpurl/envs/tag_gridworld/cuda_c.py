@@ -1,9 +1,10 @@
 """tag_gridworld's CUDA C build (``tag_gridworld.cu``), launched through CuPy over the env's own buffers.
 
-``TagGridworld(kernel_source="cuda_c")`` sends every reset and step launch here instead of to the Numba
-kernel. The launch is the Numba one's: grid = num_envs, block = ``block_size(num_agents)``, and the
-arguments are the env's arrays (``env.kernel_tensors()``: torch tensors, zero-copy) and constants, in the
-order of their NamedTuples, which is the kernel's parameter order (a cpu-tier test checks the names match).
+``TagGridworld(kernel_source="cuda_c")`` chooses :class:`GridCudaC` as its launcher when it is built
+(:mod:`gpurl.envs.launch_path`): every reset and step launch comes here instead of to the Numba kernel. The
+launch is the Numba one's: grid = num_envs, block = ``block_size(num_agents)``, and the arguments are the
+env's arrays (``env.kernel_tensors()``: torch tensors, zero-copy) and constants, in the order of their
+NamedTuples, which is the kernel's parameter order (a cpu-tier test checks the names match).
 """
 from __future__ import annotations
 
@@ -42,21 +43,38 @@ def kernel_args(tensors, consts, obs_dim: int, actions: torch.Tensor | None) -> 
 
 
 class GridCudaC:
-    """Launches ``tag_gridworld.cu`` for one env. module: a CudaCModule, or a HostCudaCModule (tests: the
-    same source built for the host, over CPU tensors); block: threads per env (default: the Numba build's)."""
+    """The launcher of a tag_gridworld env (:mod:`gpurl.envs.launch_path`) whose kernel is ``tag_gridworld.cu``.
 
-    def __init__(self, module, block: int | None = None):
+    env: the TagGridworld whose buffers it launches over (``env.kernel_tensors()``); module: a CudaCModule, or
+    a HostCudaCModule (tests: the same source built for the host, over CPU tensors); block: threads per env
+    (default: the Numba build's).
+    """
+
+    def __init__(self, env, module, block: int | None = None):
         self.module = module
         self.block = block
+        self._kernel_tensors = env.kernel_tensors
+        self._obs_dim = env.obs_dim
+        self.path = ("cuda: CUDA C via CuPy" if env.target == "cuda"
+                     else "cpu: CUDA C built for the host (g++, tests)")
 
-    def launch(self, tensors, consts, obs_dim: int, actions: torch.Tensor | None) -> None:
+    def reset(self, consts) -> None:
+        self.launch(self._kernel_tensors(), consts, None)
+
+    def step(self, consts, actions: torch.Tensor, out) -> None:
+        self.launch(self._kernel_tensors(out), consts, actions)
+
+    def constants_changed(self) -> None:
+        """Nothing to forget: the constants are passed by value at every launch."""
+
+    def launch(self, tensors, consts, actions: torch.Tensor | None) -> None:
         num_envs, num_agents = tensors.x.shape
         block = self.block or block_size(num_agents)
-        self.module.launch(KERNEL, num_envs, block, kernel_args(tensors, consts, obs_dim, actions))
+        self.module.launch(KERNEL, num_envs, block, kernel_args(tensors, consts, self._obs_dim, actions))
 
 
 def attach(env, module, block: int | None = None) -> None:
     """Run ``env``'s launches through ``module`` from now on (how tests put the host build of the CUDA C
-    source behind a CPU env; ``TagGridworld(kernel_source="cuda_c")`` attaches :func:`cuda_c_module`)."""
-    env._cuda_c = GridCudaC(module, block)
-    env.kernel_source = "cuda_c"
+    source behind a CPU env; ``TagGridworld(kernel_source="cuda_c")`` chooses :func:`cuda_c_module` at build)."""
+    env.kernel_language = "cuda_c"
+    env.launcher = GridCudaC(env, module, block)

@@ -45,9 +45,8 @@ class TagGridworld(KernelEnv):
         if kernel_source == "cuda_c" and torch.device(device).type != "cuda":
             raise ValueError(f"kernel_source='cuda_c' launches CUDA C through CuPy and needs a CUDA device, got "
                              f"device={str(device)!r}; use kernel_source='numba' (the default) on the CPU")
+        self.kernel_language = kernel_source  # "numba" or "cuda_c", before the build: it chooses the launcher
         super().__init__(device=device, **kwargs)
-        self.kernel_source = kernel_source
-        self._cuda_c = GridCudaC(cuda_c_module()) if kernel_source == "cuda_c" else None
 
     def groups(self):
         p = self.params
@@ -71,17 +70,13 @@ class TagGridworld(KernelEnv):
 
     # ---- the CUDA C kernel launches on the same arrays (tensors, in the kernel's parameter order) -------
 
+    def choose_launcher(self):
+        """``kernel_source="cuda_c"``: ``tag_gridworld.cu`` through CuPy (:class:`.cuda_c.GridCudaC`); else the
+        Numba kernel's launcher for the target."""
+        if self.kernel_language == "cuda_c":
+            return GridCudaC(self, cuda_c_module())
+        return super().choose_launcher()
+
     def kernel_tensors(self, out: StepOutputs | None = None) -> tuple:
         """The kernel's arrays as torch tensors, in its parameter order (``out`` replaces the outputs)."""
         return type(self._arrays)(**self._output_tensors(out), **self._tensors)
-
-    def _launch_reset(self, mask: torch.Tensor) -> None:
-        if self._cuda_c is None:
-            return super()._launch_reset(mask)
-        self._tensors["restart"].copy_(mask)
-        self._cuda_c.launch(self.kernel_tensors(), self._reset_consts, self.obs_dim, None)
-
-    def _launch_step(self, actions: torch.Tensor, out: StepOutputs | None) -> None:
-        if self._cuda_c is None:
-            return super()._launch_step(actions, out)
-        self._cuda_c.launch(self.kernel_tensors(out), self._consts, self.obs_dim, actions)

@@ -1,4 +1,8 @@
-"""Minibatches drawn on the device, with sizes fixed for the run and the same however envs are split.
+"""Minibatches and replay draws on the device, with sizes fixed for the run and the same however envs are split.
+
+:class:`LearnerBatches` is the one door through which a learner gets its samples (``LearnContext.batches``):
+it holds the learner's share of the global envs and does all the arithmetic of that share, so an algorithm's
+learner never sees ranks or shards.
 
 Every epoch shuffles a rollout's samples with sort keys from the counter RNG
 (:func:`gpurl.fusion.counter_rng.uniform_ref`, keyed by the run's seed, the epoch's draw number and each
@@ -15,17 +19,24 @@ changes, so an update can be compiled once and captured in a CUDA graph. Two way
 When the samples do not divide into M, the short minibatches are padded with rows of weight 0, always in
 the same places, so counts stay fixed: ``weight`` [M, R] says which rows are real and ``counts`` [M] how
 many real samples each minibatch has over all ranks (the divisor of its means).
+
+A replay draw (:func:`draw_rows`) is uniform over the filled slots and *all* envs of the run, the same on every
+rank; rows of other ranks' envs get weight 0, so the ranks' weighted sums add up to the one device's.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
 from ..fusion.counter_rng import uniform_ref
+from .placement import EnvShard
 
 #: Sort key of padding: after every real key (real keys are uniforms in [0, 1)).
 PADDING_KEY = 2.0
+#: The counter RNG's streams of a replay draw: which slot (by age), which env.
+AGE_STREAM, ENV_STREAM = 4001, 4002
 
 
 def shuffle_keys(seed: torch.Tensor, draw: torch.Tensor, ids: torch.Tensor, stream: int,
@@ -106,4 +117,58 @@ class EnvBlocks:
         return self.local.gather(1, keys.argsort(dim=1, stable=True)).T.contiguous()
 
 
-__all__ = ["EnvBlocks", "PADDING_KEY", "StratifiedSamples", "shuffle_keys"]
+def draw_rows(ring: torch.Tensor, seed: torch.Tensor, draw: torch.Tensor, updates: int, batch: int, capacity: int,
+              num_envs: int, total_envs: int, env_offset: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(slot, env, weight)``, each [updates, batch]: the rows of ``updates`` draws of ``batch`` transitions,
+    uniform with replacement over the ``ring`` (int64 [2]: position, size > 0) filled slots of a ring of
+    ``capacity`` and all ``total_envs`` envs. Update u's row b is keyed by (``seed``, ``draw`` + u, b): the same
+    on every rank and device. This buffer holds envs ``env_offset ..`` (``num_envs`` of them); rows of other
+    envs get weight 0 (and this buffer's env 0), so every rank's tensors keep their shape. (The hash stays
+    outside a compiled update: inductor's CPU code generation of its chained integer mixes takes minutes.)"""
+    rows = torch.arange(batch, device=ring.device)
+    draws = draw + torch.arange(updates, device=ring.device).unsqueeze(1)           # [U, 1]
+    position, size = ring[0], ring[1]
+    age = (uniform_ref(seed, rows, draws, AGE_STREAM) * size).long().clamp(max=size - 1)
+    env = (uniform_ref(seed, rows, draws, ENV_STREAM) * total_envs).long().clamp(max=total_envs - 1) - env_offset
+    slot = (position - size + age) % capacity  # the filled slots end at position - 1
+    mine = (env >= 0) & (env < num_envs)
+    return slot, env.clamp(0, num_envs - 1), mine.to(torch.float32)
+
+
+@dataclass(frozen=True)
+class LearnerBatches:
+    """How a learner holding the samples of ``shard`` (envs ``lo..hi`` of ``total``) draws its minibatches and
+    replay rows: the global draw, and this learner's share of it. The distribution policy makes it
+    (:meth:`~.placement.Placement.learner_batches`); one device holds every env."""
+
+    shard: EnvShard
+
+    @property
+    def num_envs(self) -> int:
+        """The envs whose samples this learner holds (the env dimension of its storage)."""
+        return self.shard.size
+
+    def stratified(self, steps: int, per_step: int, minibatches: int, stream: int,
+                   device: torch.device) -> StratifiedSamples:
+        """Every env's ``steps`` x ``per_step`` samples dealt over ``minibatches`` (:class:`StratifiedSamples`)."""
+        return StratifiedSamples(steps, self.shard.size, per_step, minibatches, self.shard.lo, self.shard.total,
+                                 stream, device)
+
+    def env_blocks(self, minibatches: int, stream: int, device: torch.device) -> EnvBlocks:
+        """Whole envs dealt over ``minibatches`` (:class:`EnvBlocks`)."""
+        return EnvBlocks(self.shard.size, minibatches, self.shard.lo, self.shard.total, stream, device)
+
+    def replay_rows(self, replay, seed: torch.Tensor, draw: torch.Tensor, updates: int,
+                    batch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:func:`draw_rows` of ``replay`` (a :class:`~gpurl.storage.replay.ReplayBuffer` of this learner's
+        envs): ``(slot, env, weight)`` [updates, batch]."""
+        return draw_rows(replay.ring, seed, draw, updates, batch, replay.capacity, replay.num_envs,
+                         self.shard.total, self.shard.lo)
+
+    def replay_transitions(self, replay) -> int:
+        """Transitions the replay buffers of every learner hold (the same ring position on each)."""
+        return replay.size * self.shard.total
+
+
+__all__ = ["AGE_STREAM", "ENV_STREAM", "EnvBlocks", "LearnerBatches", "PADDING_KEY", "StratifiedSamples",
+           "draw_rows", "shuffle_keys"]

@@ -1,4 +1,5 @@
-"""simple_tag in plain NumPy float64, written for clarity from the spec: the spec in code.
+"""simple_tag in plain NumPy float64, written for clarity from docs/specs/simple_tag.md: the spec in code,
+its constants included (the "Constants" section), so it shares no number with the kernels it checks.
 
 Tests compare the CPU and CUDA kernels (float32) against this step by step, from the kernels' own
 state before each step (so float32 rounding cannot accumulate through the stiff contacts). It works on
@@ -10,11 +11,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...kernels.rng import random_uniform_ref
-from . import params as P
-from .params import SimpleTagParams
+from gpurl.envs.mpe.simple_tag import SimpleTagParams
+from gpurl.kernels.rng import random_uniform_ref
 
 f32 = np.float32
+
+# ---- the spec's constants (mpe2 1.1.1 hard-codes them) --------------------------------------------------
+DT = 0.1
+DAMPING = 0.25
+CONTACT_FORCE = 100.0
+CONTACT_MARGIN = 0.001
+ADVERSARY_SIZE, GOOD_SIZE, OBSTACLE_SIZE = 0.075, 0.05, 0.2
+ADVERSARY_ACCEL, GOOD_ACCEL = 3.0, 4.0
+ADVERSARY_MAX_SPEED, GOOD_MAX_SPEED = 1.0, 1.3
+AGENT_RESET_RANGE, OBSTACLE_RESET_RANGE = 1.0, 0.9  # reset positions ~ U(-r, r)^2
+#: Discrete action k -> u = (ux, uy): 0 no-op, 1 left, 2 right, 3 down, 4 up.
+DISCRETE_MOVES = ((0.0, 0.0), (-1.0, 0.0), (1.0, 0.0), (0.0, -1.0), (0.0, 1.0))
 
 
 def reset_ref(p: SimpleTagParams, num_envs: int, seed: int, ordinal: np.ndarray,
@@ -32,7 +44,7 @@ def reset_ref(p: SimpleTagParams, num_envs: int, seed: int, ordinal: np.ndarray,
         return f32(lo) + f32(hi - lo) * u  # float32, as the kernels compute it
 
     agents, obstacles = np.arange(N), N + np.arange(L)
-    r, q = P.AGENT_RESET_RANGE, P.OBSTACLE_RESET_RANGE
+    r, q = AGENT_RESET_RANGE, OBSTACLE_RESET_RANGE
     return dict(
         pos=np.stack([uniform(agents, -r, r, 0), uniform(agents, -r, r, 1)], -1).astype(f32),
         vel=np.zeros((num_envs, N, 2), f32),
@@ -76,7 +88,7 @@ def actions_to_u_ref(p: SimpleTagParams, actions: np.ndarray) -> np.ndarray:
         a = np.clip(np.asarray(actions, f32), f32(0), f32(1))  # mpe2's ClipOutOfBoundsWrapper (float32)
         return np.stack([a[..., 2] - a[..., 1], a[..., 4] - a[..., 3]], -1).astype(np.float64)
     k = np.asarray(actions).reshape(actions.shape[0], actions.shape[1])
-    return np.asarray(P.DISCRETE_MOVES, np.float64)[k]
+    return np.asarray(DISCRETE_MOVES, np.float64)[k]
 
 
 def bound_ref(q: np.ndarray) -> np.ndarray:
@@ -88,16 +100,16 @@ def collisions_ref(p: SimpleTagParams, pos: np.ndarray) -> np.ndarray:
     """bool [E, A, G]: adversary a and good agent g overlap (distance < 0.125, strict)."""
     A = p.num_adversaries
     d = np.linalg.norm(pos[:, :A, None, :] - pos[:, None, A:, :], axis=-1)
-    return d < P.ADVERSARY_SIZE + P.GOOD_SIZE
+    return d < ADVERSARY_SIZE + GOOD_SIZE
 
 
 def forces_ref(p: SimpleTagParams, pos: np.ndarray, landmark_pos: np.ndarray, u: np.ndarray) -> np.ndarray:
     """float64 [E, N, 2]: action force + every contact force (all pairs, increasing entity index)."""
     E, N, _ = pos.shape
-    force = u * _agent_table(p, P.ADVERSARY_ACCEL, P.GOOD_ACCEL)[None, :, None]
+    force = u * _agent_table(p, ADVERSARY_ACCEL, GOOD_ACCEL)[None, :, None]
     entities = np.concatenate([pos, landmark_pos], axis=1)
-    sizes = np.concatenate([_agent_table(p, P.ADVERSARY_SIZE, P.GOOD_SIZE), np.full(p.num_obstacles, P.OBSTACLE_SIZE)])
-    k = P.CONTACT_MARGIN
+    sizes = np.concatenate([_agent_table(p, ADVERSARY_SIZE, GOOD_SIZE), np.full(p.num_obstacles, OBSTACLE_SIZE)])
+    k = CONTACT_MARGIN
     with np.errstate(divide="ignore", invalid="ignore"):
         for i in range(N):
             for j in range(entities.shape[1]):
@@ -106,7 +118,7 @@ def forces_ref(p: SimpleTagParams, pos: np.ndarray, landmark_pos: np.ndarray, u:
                 delta = pos[:, i] - entities[:, j]
                 dist = np.sqrt(np.sum(np.square(delta), axis=-1))
                 penetration = np.logaddexp(0, -(dist - (sizes[i] + sizes[j])) / k) * k
-                contact = P.CONTACT_FORCE * delta / dist[:, None] * penetration[:, None]
+                contact = CONTACT_FORCE * delta / dist[:, None] * penetration[:, None]
                 force[:, i] += np.where(dist[:, None] > 0, contact, 0.0)  # coincident centres: no force
     return force
 
@@ -122,10 +134,10 @@ def step_ref(p: SimpleTagParams, s: dict[str, np.ndarray], actions: np.ndarray):
     # 1. forces from the old positions
     force = forces_ref(p, pos, lm, actions_to_u_ref(p, actions))
     # 2. integrate: position with the old velocity, then damping, force (mass 1), speed cap
-    pos = pos + vel * P.DT
-    vel = vel * (1 - P.DAMPING)
-    vel = vel + force * P.DT
-    max_speed = _agent_table(p, P.ADVERSARY_MAX_SPEED, P.GOOD_MAX_SPEED)[None, :]
+    pos = pos + vel * DT
+    vel = vel * (1 - DAMPING)
+    vel = vel + force * DT
+    max_speed = _agent_table(p, ADVERSARY_MAX_SPEED, GOOD_MAX_SPEED)[None, :]
     speed = np.sqrt(np.square(vel[..., 0]) + np.square(vel[..., 1]))
     capped = speed > max_speed
     vel = np.where(capped[..., None], vel / np.where(capped, speed, 1.0)[..., None] * max_speed[..., None], vel)

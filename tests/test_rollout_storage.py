@@ -1,12 +1,11 @@
-"""RolloutStorage (gpurl/train/storage.py): frame-stacked policy inputs against a per-(t, e) Python
+"""RolloutStorage (gpurl/storage/rollout.py): frame-stacked policy inputs against a per-(t, e) Python
 reference of the documented rule, roll-over across iterations, and the env's write slots."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from gpurl.algos.base import Field
-from gpurl.train.storage import RolloutStorage
+from gpurl.storage import Field, RolloutStorage
 
 pytestmark = pytest.mark.cpu
 

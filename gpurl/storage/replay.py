@@ -9,17 +9,20 @@ state (QMIX's mixer), the state before and after the step travel the same way.
 
 The write position advances by the rollout length every iteration, a number the host knows: filling and
 sampling never read the device. Sampling draws slot and env indices from the counter RNG keyed by the run's
-seed, a draw number and the row, on the device (:mod:`gpurl.algos.replay_draw`), so the draws are
-reproducible from the draw number alone and every update's are drawn at once.
+seed, a draw number and the row, on the device (``LearnContext.batches.replay_rows``:
+:class:`gpurl.multigpu.minibatches.LearnerBatches`), so the draws are reproducible from the draw number alone
+and every update's are drawn at once; each update gathers its own rows with :func:`gather_rows` inside its
+compiled region.
 """
 from __future__ import annotations
 
 import torch
 
 from ..envs.memory import format_bytes, require_memory
-from ..algos.replay_draw import REPLAY_FIELDS, draw_rows, gather_rows
-from .storage import RolloutStorage
+from .rollout import RolloutStorage
 
+#: The buffers of a replay buffer, in checkpoint order.
+REPLAY_FIELDS = ("inputs", "actions", "reward", "next_inputs", "terminated", "state", "next_state")
 
 
 def transition_bytes(num_agents: int, input_dim: int, action_dims: int, action_dtype: torch.dtype,
@@ -109,27 +112,6 @@ class ReplayBuffer:
             self.next_state[slots] = next_state
         self._moved((self.position + steps) % self.capacity, min(self.size + steps, self.capacity))
 
-    def sample(self, batch: int, seed: torch.Tensor, draw: torch.Tensor, shard=None) -> dict[str, torch.Tensor]:
-        """``batch`` transitions drawn uniformly with replacement, as {name: [batch, ...]} (``inputs``
-        [B, N, input_dim], ``terminated`` [B], ...) plus ``weight`` float32 [B]: one draw of :meth:`draw`, keyed
-        by ``seed`` (int64 [2]) and the draw number ``draw`` (int64 [1]).
-
-        ``shard`` (an :class:`~gpurl.multigpu.placement.EnvShard`: this buffer holds envs ``lo..hi`` of
-        ``total``): the draw is over the slots and *all* ``total`` envs, the same on every rank; rows of other
-        ranks' envs get weight 0 (and a row of this buffer, so every tensor keeps its shape, and nothing is read
-        back to the host). The ranks' weighted sums then add up to the one-device sum over the same draw. None:
-        this buffer's envs are all.
-        """
-        if self.size == 0:
-            raise RuntimeError("the replay buffer is empty: insert transitions before sampling")
-        rows = self.draw(seed, draw, 1, batch, shard)
-        return gather_rows(self.buffers(), *(r[0] for r in rows))
-
-    def draw(self, seed: torch.Tensor, draw: torch.Tensor, updates: int, batch: int, shard=None):
-        """:func:`~gpurl.algos.replay_draw.draw_rows` of this buffer: ``(slot, env, weight)`` [updates, batch]."""
-        lo, total = (0, self.num_envs) if shard is None else (shard.lo, shard.total)
-        return draw_rows(self.ring, seed, draw, updates, batch, self.capacity, self.num_envs, total, lo)
-
     def buffers(self) -> tuple[torch.Tensor, ...]:
         """The buffers in REPLAY_FIELDS order."""
         return tuple(getattr(self, name) for name in REPLAY_FIELDS)
@@ -189,3 +171,15 @@ def rollout_transitions(storage: RolloutStorage, obs_dim: int) -> dict[str, torc
         out["state"] = storage.global_state[:T]
         out["next_state"] = torch.where(ended[..., 0], storage.final_global_state, storage.global_state[1:])
     return out
+
+
+def gather_rows(buffers: tuple[torch.Tensor, ...], slot: torch.Tensor, env: torch.Tensor,
+                weight: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The transitions at (``slot``, ``env``) [B] of ``buffers`` (REPLAY_FIELDS order, [C, E, ...]) as
+    {name: [B, ...]}, with ``weight`` [B]."""
+    out = {name: buffer[slot, env] for name, buffer in zip(REPLAY_FIELDS, buffers)}
+    out["weight"] = weight
+    return out
+
+
+__all__ = ["REPLAY_FIELDS", "ReplayBuffer", "gather_rows", "rollout_transitions", "transition_bytes"]

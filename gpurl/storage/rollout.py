@@ -1,7 +1,7 @@
 """Rollout storage: every buffer of one iteration, allocated once on the device, ``[T, E, N, ...]``.
 
 The env writes each step straight into slot t (``step_outputs(t)``); the algorithm's actor writes the
-actions and the fields it declared (:class:`gpurl.algos.Field`: log-probs, values, ...) beside them.
+actions and the fields it declared (:class:`gpurl.storage.Field`: log-probs, values, ...) beside them.
 With a frame history (``history`` = frame_stack - 1 > 0) the observation buffer keeps the last
 ``history`` observations of the previous iteration in front, so a policy input at t can look back
 across the iteration boundary.
@@ -12,10 +12,10 @@ import math
 
 import torch
 
-from ..algos.base import Field
-from ..algos.frames import stack_frames
 from ..envs.base import StepOutputs
 from ..envs.memory import require_memory
+from .fields import Field
+from .frames import stack_frames
 
 #: Buffers every storage has; an algorithm's fields may not reuse these names.
 ENV_FIELDS = ("obs", "starts", "final_obs", "reward", "terminated", "truncated", "actions")
@@ -142,7 +142,7 @@ class RolloutStorage:
 
     def frame_views(self, t0: int, t1: int, agents: slice, obs_dim: int) -> tuple[tuple, tuple]:
         """``(frames, starts)`` of :meth:`policy_input`, as views of the buffers (no copy, no kernel): what
-        :func:`~gpurl.algos.frames.stack_frames` makes the input of (a compiled acting step, inside its
+        :func:`~gpurl.storage.frames.stack_frames` makes the input of (a compiled acting step, inside its
         region). frames: [t1 - t0, E, n, obs_dim] each, the current first; starts: [t1 - t0, E] each."""
         H = self.history
         frames = tuple(self.obs[H + t0 - h:H + t1 - h, :, agents, :obs_dim] for h in range(H + 1))
