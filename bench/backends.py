@@ -65,8 +65,9 @@ def run_preset(preset: str, pairs: list[str], args) -> dict:
     out = {"num_envs": cfg.num_envs, "rollout_len": cfg.rollout_len, "num_agents": next(iter(trainers.values())).env.num_agents,
            "pairs": {}}
     basis = statistics.median(seconds[pairs[0]])
-    print(f"\n{preset}: {cfg.num_envs} envs x {cfg.rollout_len} steps, {cfg.algo_params.epochs} epochs x {cfg.algo_params.minibatches} "
-          f"minibatches, hidden {cfg.algo_params.hidden}; median over {args.iters} alternating iterations")
+    p = cfg.algo_params
+    print(f"\n{preset}: {cfg.num_envs} envs x {cfg.rollout_len} steps, {p.epochs} epochs x {p.minibatches} "
+          f"minibatches, hidden {p.hidden}; median over {args.iters} alternating iterations")
     print(f"  {'acting/learning':22s} {'s/iter':>8s} {'vs ' + pairs[0]:>22s}   phases (ms/iter)")
     for pair in pairs:
         median = statistics.median(seconds[pair])

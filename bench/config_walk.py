@@ -93,8 +93,9 @@ def walk(argv: list[str]) -> dict:
         if callee in left and (caller, callee) not in returns:
             returns.append((caller, callee))
         left.add(caller)
-    return {"argv": argv, "config_imports": config_imports(), "algorithm_fields_in_run_config":
-            algorithm_fields_in_run_config(), "rooms": rooms, "rooms_entered": len(rooms), "climbs": [f"{a} -> {b}" for a, b in climbs],
+    return {"argv": argv, "config_imports": config_imports(),
+            "algorithm_fields_in_run_config": algorithm_fields_in_run_config(), "rooms": rooms,
+            "rooms_entered": len(rooms), "climbs": [f"{a} -> {b}" for a, b in climbs],
             "climb_count": len(climbs), "returns": [f"{a} -> {b}" for a, b in returns], "return_count": len(returns)}
 
 

@@ -32,10 +32,11 @@ def minibatch_ops(trainer: Trainer) -> int:
     learner = trainer.algo.learner
     if trainer.algo.uses_replay:
         cfg, replay = trainer.config, trainer.replay
-        rows = trainer.learn_context.batches.replay_rows(replay, learner.seed, learner.draw, cfg.algo_params.q_updates, cfg.algo_params.q_batch)
+        p = cfg.algo_params
+        rows = trainer.learn_context.batches.replay_rows(replay, learner.seed, learner.draw, p.q_updates, p.q_batch)
         with HostWork() as work:
             learner.step(learner.totals, learner.update_ids[0], rows, replay.buffers())
-            learner.target_flat.data.lerp_(learner.flat.data, cfg.algo_params.target_tau)
+            learner.target_flat.data.lerp_(learner.flat.data, p.target_tau)
         return work.kernel_count
     inputs = [learner.samples.group_inputs(name, learner.moments[name]) for name in learner.nets]
     with HostWork() as work:

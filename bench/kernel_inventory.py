@@ -279,8 +279,9 @@ def _policies(config: EnvConfig, env) -> dict[str, object]:
     for name, group in env.groups.items():
         if isinstance(group.action_space, Box):
             continue  # Box groups act through the compiled torch definition, not the fused kernel
-        policy = ActorCritic(group.obs_dim * cfg.algo_params.frame_stack, group.action_space, cfg.algo_params.hidden, cfg.algo_params.activation,
-                             cfg.algo_params.norm_obs, torch.Generator().manual_seed(0))
+        p = cfg.algo_params
+        policy = ActorCritic(group.obs_dim * p.frame_stack, group.action_space, p.hidden, p.activation, p.norm_obs,
+                             torch.Generator().manual_seed(0))
         out.setdefault((policy.in_dim, tuple(policy.dist.nvec)), (name, policy))
     return dict(out.values())
 

@@ -239,9 +239,10 @@ def run_training(args, device, missing, say):
     result["config_source"] = source
     result["wall_seconds"] = round(time.perf_counter() - t0, 1)
     out_dir = Path(args.out_dir) if args.out_dir else Path("runs") / f"peers-{time.strftime('%Y%m%d-%H%M%S')}"
+    p = cfg.algo_params
     png = plot_curves(result, out_dir / "training_curves.png",
-                      f"simple_tag 3v1v2, {cfg.num_envs} envs x T={cfg.rollout_len}, hidden {cfg.algo_params.hidden}, "
-                      f"{cfg.algo_params.epochs} epochs x {cfg.algo_params.minibatches} minibatches, mean of {args.train_seeds} seed(s); "
+                      f"simple_tag 3v1v2, {cfg.num_envs} envs x T={cfg.rollout_len}, hidden {p.hidden}, "
+                      f"{p.epochs} epochs x {p.minibatches} minibatches, mean of {args.train_seeds} seed(s); "
                       f"gpurl on {device}, JAX IPPO on CPU")
     result["curve_png"] = str(png) if png else None
     g, j = result["gpurl"]["env_steps_per_s"], result["jax_ippo"]["env_steps_per_s"]

@@ -46,18 +46,17 @@ def preset_payloads(preset: str, envs_per_gpu: int, rollout_len: int | None) -> 
 
     cfg = build_config(preset, num_envs=envs_per_gpu, **({"rollout_len": rollout_len} if rollout_len else {}))
     env = make(cfg.env, num_envs=1, **cfg.env_params)
-    params = 0
+    params, algo = 0, cfg.algo_params
     for group in env.groups.values():
-        in_dim = group.obs_dim * cfg.algo_params.frame_stack
-        policy = ActorCritic(in_dim, group.action_space, cfg.algo_params.hidden, cfg.algo_params.activation, cfg.algo_params.norm_obs,
-                             generator=torch.Generator().manual_seed(0))
+        policy = ActorCritic(group.obs_dim * algo.frame_stack, group.action_space, algo.hidden, algo.activation,
+                             algo.norm_obs, generator=torch.Generator().manual_seed(0))
         params += sum(p.numel() for p in policy.parameters())
     steps = cfg.rollout_len * envs_per_gpu
     # Per agent-step: the observation and the final observation (the bootstrap of a truncated episode), the
     # actions (int64), reward, log-prob, value; per env-step: two flags.
     per_agent = 2 * env.obs_dim * 4 + env.action_dims * 8 + 3 * 4
     rollout = steps * (env.num_agents * per_agent + 2)
-    allreduces = cfg.algo_params.epochs * cfg.algo_params.minibatches
+    allreduces = algo.epochs * algo.minibatches
     return dict(params=params, allreduces=allreduces, allreduce_bytes=params * 4,
                 data_parallel=allreduces * params * 4, central_learner=rollout, weights_bytes=params * 4,
                 preset=preset, envs_per_gpu=envs_per_gpu, rollout_len=cfg.rollout_len, num_agents=env.num_agents)

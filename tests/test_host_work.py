@@ -109,10 +109,11 @@ def test_a_ppo_minibatch_is_one_compiled_region(warm):
 def test_a_qmix_update_is_one_compiled_region_and_its_target_move(warm):
     trainer = warm("qmix-compiled")
     learner, replay, cfg = trainer.algo.learner, trainer.replay, trainer.config
-    rows = trainer.learn_context.batches.replay_rows(replay, learner.seed, learner.draw, cfg.algo_params.q_updates, cfg.algo_params.q_batch)
+    p = cfg.algo_params
+    rows = trainer.learn_context.batches.replay_rows(replay, learner.seed, learner.draw, p.q_updates, p.q_batch)
     with HostWork() as work:
         learner.step(learner.totals, learner.update_ids[0], rows, replay.buffers())
-        learner.target_flat.data.lerp_(learner.flat.data, cfg.algo_params.target_tau)
+        learner.target_flat.data.lerp_(learner.flat.data, p.target_tau)
     assert not work.syncs
     assert work.regions == 1 and work.kernel_count == 2, dict(work.kernels)
 

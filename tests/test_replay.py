@@ -190,7 +190,8 @@ def test_state_dict_round_trips_with_and_without_contents():
     assert (empty.position, empty.size) == (buf.position, 0)  # refilled before it is sampled again
     assert one_device(empty).replay_transitions(empty) == 0  # the learner acts only until it holds a batch
     empty.insert(**steps_tagged(40, 2))  # refilled from the saved position: slots 2 and 3 of the ring
-    assert set(draw_sample(empty, 256, seed_tensor(1, "cpu"), torch.tensor([0]))["reward"][:, 0].tolist()) == {40.0, 41.0}
+    refilled = draw_sample(empty, 256, seed_tensor(1, "cpu"), torch.tensor([0]))
+    assert set(refilled["reward"][:, 0].tolist()) == {40.0, 41.0}
 
 
 @pytest.mark.parametrize("corrupt, message", [

@@ -117,9 +117,9 @@ class Algorithm(ABC):
 
     ``config`` is the run's :class:`~gpurl.train.config.TrainConfig`: its ``algo_params`` are this algorithm's
     parameters (an instance of ``params_type``, validated), and an algorithm may read the run's sizes and
-    length (``num_envs``, ``rollout_len``, ``iters``) from it; ``trained`` the groups it trains (others act uniformly at random, done by the
-    trainer); ``seed`` keys the counter RNG; ``generator`` draws the initial weights (the same on every
-    rank).
+    length (``num_envs``, ``rollout_len``, ``iters``) from it; ``trained`` the groups it trains (others act
+    uniformly at random, done by the trainer); ``seed`` keys the counter RNG; ``generator`` draws the initial
+    weights (the same on every rank).
     """
 
     #: the ``--algo`` name

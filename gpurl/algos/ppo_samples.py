@@ -5,7 +5,8 @@ Per trained group, :meth:`PPOSamples.pack` writes every sample's columns side by
 matrix (the normalised policy input, the action, log-prob, advantage, return and value; a recurrent
 group's episode-start flag), so an epoch's shuffle is one gather of whole rows; a central critic's env
 rows (global state, returns, values) get a matrix of their own. :meth:`PPOSamples.shuffle` draws the
-epoch's order on the device (:mod:`gpurl.multigpu.minibatches`) and gathers every matrix into minibatch order, [M, R, F]:
+epoch's order on the device (:mod:`gpurl.multigpu.minibatches`) and gathers every matrix into minibatch order,
+[M, R, F]:
 minibatch m is row block m, which the objective (:mod:`.ppo_objective`) selects with a device index.
 It also sums each minibatch's advantages for their normalisation (float64 [M, 2], summed over ranks by
 the caller).

@@ -7,5 +7,6 @@ from .minibatches import LearnerBatches
 from .placement import EnvShard, LocalComm, Placement
 from .policies import POLICIES, CentralLearner, DataParallel, ReplicationError, SingleDevice, StalenessError
 
-__all__ = ["POLICIES", "CentralLearner", "DataParallel", "EnvShard", "LearnerBatches", "LocalComm", "Placement", "ReplicationError",
+__all__ = ["POLICIES", "CentralLearner", "DataParallel", "EnvShard", "LearnerBatches", "LocalComm", "Placement",
+           "ReplicationError",
            "SingleDevice", "StalenessError"]
