@@ -36,6 +36,17 @@ VALUE_ARGS = [
 ]
 
 
+#: The deterministic-policy algorithms (maddpg, iddpg, matd3) act in Box spaces: simple_spread with mpe2's continuous
+#: actions, 2 agents. As VALUE_ARGS, the buffer wraps and both iterations update.
+CONTINUOUS_ARGS = [
+    "--env", "simple_spread", "--env-param", "continuous_actions=True", "--env-param", "N=2",
+    "--num-envs", "4", "--rollout-len", "8", "--frame-stack", "2",
+    "--eval-episodes", "0", "--seed", "5", "--device", "cpu", "--torch-threads", "1", "--no-progress",
+    "--replay-capacity", "12", "--q-batch", "16", "--q-updates", "2",
+    "--policy-backend", "eager", "--learner-backend", "eager",
+]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -13,7 +13,7 @@ import sys
 import torch.distributed as dist
 
 import reinforce_algo  # noqa: F401  (registers --algo reinforce: an algorithm from outside gpurl joins the matrix)
-from dist_helpers import TINY_ARGS, VALUE_ARGS
+from dist_helpers import CONTINUOUS_ARGS, TINY_ARGS, VALUE_ARGS
 from gpurl.algos import ALGORITHMS
 from gpurl.algos.params import param_fields
 from gpurl.train.config import RUN_FIELDS
@@ -31,7 +31,8 @@ def reads(algo: str, flag: str) -> bool:
 
 def variant_args(algo: str, recurrent: str) -> list[str]:
     """The shared tiny run's flags that ``algo`` reads (a value for a parameter it does not read is refused)."""
-    base = VALUE_ARGS if ALGORITHMS[algo].uses_replay else TINY_ARGS
+    cls = ALGORITHMS[algo]
+    base = CONTINUOUS_ARGS if getattr(cls, "box_actions_only", False) else VALUE_ARGS if cls.uses_replay else TINY_ARGS
     args, k = [], 0
     while k < len(base):
         takes_value = k + 1 < len(base) and not base[k + 1].startswith("--")

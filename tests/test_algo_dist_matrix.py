@@ -7,8 +7,8 @@ VARIANTS):
 - ``data_parallel`` on 2 ranks x E envs ends with the weights of ``single`` on 2E envs;
 - ``central_learner`` with ``--max-staleness 0`` ends with them too;
 compared after 2 iterations to float tolerance (1e-5), together with the env state of all ranks in
-global env order; for the value-based algorithms the logged statistics of each iteration (TD loss, Q taken,
-epsilon, updates) are the single run's too. A new algorithm enters the matrix by registering. The 2-rank data-parallel
+global env order; for the off-policy algorithms the logged statistics of each iteration (TD loss, Q taken,
+epsilon, updates; the DDPG family's critic and actor losses) are the single run's too. A new algorithm enters the matrix by registering. The 2-rank data-parallel
 checkpoints of PPO and QMIX also resume in one process where the single run does.
 
 Each policy is one real ``torchrun`` launch (tests/dist_matrix_worker.py trains every variant in turn,
@@ -42,9 +42,10 @@ MULTI_RANK = sorted(name for name in POLICIES if name != "single")
 VARIANTS = [f"{algo}:{recurrent}" for algo in sorted(ALGORITHMS) for recurrent in ("none", "gru")
             if (algo, recurrent) != ("a2c", "gru")
             and (recurrent == "none" or "recurrent" in param_fields(ALGORITHMS[algo].params_type))]
-#: Variants whose 2-rank data-parallel checkpoint is resumed in one process: PPO, and QMIX (its replay
-#: buffer, gathered from both ranks, is sliced back by env; its mixer reads the global state).
-RESUMED = ["ppo:none", "qmix:none"]
+#: Variants whose 2-rank data-parallel checkpoint is resumed in one process: PPO, QMIX (its replay buffer,
+#: gathered from both ranks, is sliced back by env; its mixer reads the global state) and MADDPG (continuous
+#: actions in the replay, two optimisers, target networks).
+RESUMED = ["ppo:none", "qmix:none", "maddpg:none"]
 MATRIX = [(variant, dist) for variant in VARIANTS for dist in MULTI_RANK]
 WORKER = str(REPO / "tests" / "dist_matrix_worker.py")
 
@@ -100,7 +101,7 @@ def multi_rank_runs(tmp_path_factory):
 
 
 def test_the_matrix_covers_every_algorithm_and_policy():
-    assert {"ppo", "a2c", "mappo", "iql", "vdn", "qmix", "reinforce"} <= set(ALGORITHMS)
+    assert {"ppo", "a2c", "mappo", "iql", "vdn", "qmix", "maddpg", "iddpg", "matd3", "reinforce"} <= set(ALGORITHMS)
     assert {v.split(":")[0] for v in VARIANTS} == set(ALGORITHMS)
     assert set(MULTI_RANK) == {"data_parallel", "central_learner"}
 
@@ -121,7 +122,8 @@ def test_two_ranks_end_where_one_device_does(variant, dist, single_runs, multi_r
     assert_same_tensors(saved["carried"], reference["carried"])
     if ALGORITHMS[algo].uses_replay:  # the logged learner statistics are the one device's too
         single = single_runs[variant]["metrics"]
-        names = [k for k in single[0] if k.split("/")[0] in ("q_loss", "q_taken", "epsilon", "updates")]
+        names = [k for k in single[0] if k.split("/")[0] in ("q_loss", "q_taken", "epsilon", "updates", "critic_loss",
+                                                              "actor_loss")]
         assert names and len(logged) == len(single) == ITERS
         for row, want in zip(logged, single):
             for name in names:

@@ -63,6 +63,6 @@ def test_every_config_field_either_decides_learning_or_is_run_bookkeeping():
     from learning_parity import LEARNING_FIELDS, RUN_FIELDS
 
     assert not set(LEARNING_FIELDS) & set(RUN_FIELDS)
-    built_in = ("ppo", "a2c", "mappo", "iql", "vdn", "qmix")  # tests may register more (tests/reinforce_algo.py)
+    built_in = ("ppo", "a2c", "mappo", "iql", "vdn", "qmix", "maddpg", "iddpg", "matd3")  # tests may register more (tests/reinforce_algo.py)
     every = set(CONFIG_RUN_FIELDS).union(*(param_fields(ALGORITHMS[name].params_type) for name in built_in))
     assert set(LEARNING_FIELDS) | set(RUN_FIELDS) == every

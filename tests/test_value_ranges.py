@@ -34,7 +34,8 @@ from gpurl.train.config import TrainConfig, build_config
 pytestmark = pytest.mark.cpu
 
 #: Every built-in algorithm's parameters, in a fixed order (pytest-xdist's workers must collect the same ids).
-BUILT_IN_PARAMS = sorted({ALGORITHMS[name].params_type for name in ("ppo", "a2c", "mappo", "iql", "vdn", "qmix")},
+BUILT_IN_PARAMS = sorted({ALGORITHMS[name].params_type for name in ("ppo", "a2c", "mappo", "iql", "vdn", "qmix",
+                                                                    "maddpg", "iddpg", "matd3")},
                          key=lambda cls: cls.__name__)
 #: (owner: the name errors start with, dataclass whose fields declare ranges): the envs' parameters, the run's
 #: config and every algorithm's parameters (whose errors also start with "config").

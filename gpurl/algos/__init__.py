@@ -7,6 +7,8 @@ import dataclasses
 
 from ..storage.fields import Field
 from .base import ActorFragment, Algorithm, EnvSpec, LearnContext, LearnerFragment
+from .ddpg import IDDPG, MADDPG, MATD3
+from .ddpg_params import DDPGParams, TD3Params
 from .params import AlgoParams
 from .ppo import A2C, MAPPO, PPO
 from .ppo_params import A2CParams, MAPPOParams, PPOParams
@@ -30,9 +32,9 @@ def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
     return cls
 
 
-for _cls in (PPO, A2C, MAPPO, IQL, VDN, QMIX):
+for _cls in (PPO, A2C, MAPPO, IQL, VDN, QMIX, MADDPG, IDDPG, MATD3):
     register_algorithm(_cls)
 
-__all__ = ["ALGORITHMS", "A2C", "A2CParams", "ActorFragment", "AlgoParams", "Algorithm", "EnvSpec", "Field", "IQL",
-           "LearnContext", "LearnerFragment", "MAPPO", "MAPPOParams", "PPO", "PPOParams", "QMIX", "QParams", "VDN",
-           "register_algorithm"]
+__all__ = ["ALGORITHMS", "A2C", "A2CParams", "ActorFragment", "AlgoParams", "Algorithm", "DDPGParams", "EnvSpec",
+           "Field", "IDDPG", "IQL", "LearnContext", "LearnerFragment", "MADDPG", "MAPPO", "MAPPOParams", "MATD3", "PPO",
+           "PPOParams", "QMIX", "QParams", "TD3Params", "VDN", "register_algorithm"]

@@ -104,8 +104,7 @@ class DiagGaussian:
 
     def sample(self, mean: torch.Tensor, log_std: torch.Tensor, u: torch.Tensor):
         """``(action float32 [B, dims], log_prob [B])`` from uniforms ``u`` [B, 2 * dims]."""
-        radius = torch.sqrt(-2.0 * torch.log1p(-u[:, 0::2]))  # 1 - u in (0, 1]: the log is finite
-        noise = radius * torch.cos((2.0 * math.pi) * u[:, 1::2])
+        noise = standard_normal(u)
         return mean + noise * log_std.exp(), self._log_prob(noise, log_std)
 
     def mode(self, mean: torch.Tensor) -> torch.Tensor:
@@ -121,4 +120,11 @@ class DiagGaussian:
         return log_prob, entropy
 
 
-__all__ = ["Categoricals", "DiagGaussian", "inverse_cdf", "log_softmax"]
+def standard_normal(u: torch.Tensor) -> torch.Tensor:
+    """Standard normals [..., D] from uniforms ``u`` [..., 2 D] in [0, 1) (Box-Muller: even columns the radius,
+    odd ones the angle)."""
+    radius = torch.sqrt(-2.0 * torch.log1p(-u[..., 0::2]))  # 1 - u in (0, 1]: the log is finite
+    return radius * torch.cos((2.0 * math.pi) * u[..., 1::2])
+
+
+__all__ = ["Categoricals", "DiagGaussian", "inverse_cdf", "log_softmax", "standard_normal"]

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from ..fusion.counter_rng import seed_tensor
-from ..storage.replay import gather_rows
+from ..storage.replay import gather_rows, group_inputs
 from ..storage.rollout import RolloutStorage
 from .base import Algorithm, EnvSpec, Field, LearnContext
 from .flat import FlatParameters
@@ -69,11 +69,7 @@ class QObjective(nn.Module):
         self.params, self.kind, self.groups, self.names = params, kind, groups, names
 
     def _group_input(self, rows: torch.Tensor, group) -> torch.Tensor:
-        """A group's policy inputs [B, n, frame_stack * its obs_dim] from the buffer's rows [B, N, frame_stack *
-        the env's obs_dim] (each frame zero-padded to the widest group's obs_dim)."""
-        x = rows[:, group.agents]
-        B, n = x.shape[:2]
-        return x.view(B, n, self.params.frame_stack, -1)[..., :group.obs_dim].reshape(B, n, -1)
+        return group_inputs(rows, group.agents, group.obs_dim, self.params.frame_stack)
 
     def forward(self, u: torch.Tensor, rows: tuple, buffers: tuple):
         p = self.params

@@ -1,5 +1,5 @@
-"""The parameters of the value-based family (IQL, VDN, QMIX): the replay buffer, the TD updates, the targets
-and the exploration schedule."""
+"""The parameters of the off-policy algorithms: what every learner from the device replay buffer reads
+(:class:`ReplayParams`), and the value-based family's (IQL, VDN, QMIX: :class:`QParams`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,8 +8,8 @@ from .params import AlgoParams, setting
 
 
 @dataclass
-class QParams(AlgoParams):
-    """IQL's, VDN's and QMIX's parameters, beside what every algorithm reads."""
+class ReplayParams(AlgoParams):
+    """An off-policy algorithm's replay buffer, updates and target networks, beside what every algorithm reads."""
 
     replay_capacity: int = setting("rollout steps per env the replay buffer keeps (capacity x num_envs transitions, "
                                    "on every learner rank)", default=1000, ge=1)
@@ -19,6 +19,13 @@ class QParams(AlgoParams):
     q_updates: int = setting("updates per iteration", default=4, ge=1)
     target_tau: float = setting("how far each target update moves the target networks towards the online ones "
                                 "(1 = a copy)", default=0.01, gt=0, le=1)
+
+
+@dataclass
+class QParams(ReplayParams):
+    """IQL's, VDN's and QMIX's parameters: the replay's, the target updates' period and the exploration
+    schedule."""
+
     target_period: int = setting("updates between target updates", default=1, ge=1)
     eps_start: float = setting("exploration epsilon at the start", default=1.0, ge=0, le=1)
     eps_end: float = setting("exploration epsilon after the decay", default=0.05, ge=0, le=1)
@@ -26,4 +33,4 @@ class QParams(AlgoParams):
                                     "to eps_end", default=0.5, ge=0, le=1)
 
 
-__all__ = ["QParams"]
+__all__ = ["QParams", "ReplayParams"]

@@ -5,8 +5,9 @@ The trainer allocates them; an algorithm's actor and learner fragments read them
 """
 from .fields import Field
 from .frames import stack_frames
-from .replay import REPLAY_FIELDS, ReplayBuffer, gather_rows, rollout_transitions, transition_bytes
+from .replay import REPLAY_FIELDS, ReplayBuffer, gather_rows, group_inputs, rollout_transitions, transition_bytes
 from .rollout import ENV_FIELDS, STATE_FIELDS, RolloutStorage, rollout_bytes
 
 __all__ = ["ENV_FIELDS", "Field", "REPLAY_FIELDS", "ReplayBuffer", "RolloutStorage", "STATE_FIELDS", "gather_rows",
+           "group_inputs",
            "rollout_bytes", "rollout_transitions", "stack_frames", "transition_bytes"]

@@ -182,4 +182,12 @@ def gather_rows(buffers: tuple[torch.Tensor, ...], slot: torch.Tensor, env: torc
     return out
 
 
-__all__ = ["REPLAY_FIELDS", "ReplayBuffer", "gather_rows", "rollout_transitions", "transition_bytes"]
+def group_inputs(rows: torch.Tensor, agents: slice, obs_dim: int, frames: int) -> torch.Tensor:
+    """A group's policy inputs [B, n, frames * obs_dim] from replay rows [B, N, frames * the env's obs_dim] (each
+    frame zero-padded to the widest group's observation)."""
+    x = rows[:, agents]
+    B, n = x.shape[:2]
+    return x.view(B, n, frames, -1)[..., :obs_dim].reshape(B, n, -1)
+
+
+__all__ = ["REPLAY_FIELDS", "ReplayBuffer", "gather_rows", "group_inputs", "rollout_transitions", "transition_bytes"]
