@@ -26,7 +26,7 @@ import torch
 import reinforce_algo  # noqa: F401  (registers --algo reinforce, written outside gpurl: it must run here too)
 from dist_helpers import REPO, torchrun
 from dist_matrix_worker import ITERS, variant_args
-from gpurl.algos import ALGORITHMS
+from gpurl.algos import ALGORITHMS, BUILT_IN
 from gpurl.algos.params import param_fields
 from gpurl.multigpu import POLICIES
 from gpurl.train.checkpoint import load_checkpoint
@@ -101,7 +101,8 @@ def multi_rank_runs(tmp_path_factory):
 
 
 def test_the_matrix_covers_every_algorithm_and_policy():
-    assert {"ppo", "a2c", "mappo", "iql", "vdn", "qmix", "maddpg", "iddpg", "matd3", "reinforce"} <= set(ALGORITHMS)
+    assert {*BUILT_IN, "reinforce"} <= set(ALGORITHMS)
+    assert set(BUILT_IN) >= {"ppo", "a2c", "mappo", "iql", "vdn", "qmix", "maddpg", "iddpg", "matd3"}
     assert {v.split(":")[0] for v in VARIANTS} == set(ALGORITHMS)
     assert set(MULTI_RANK) == {"data_parallel", "central_learner"}
 

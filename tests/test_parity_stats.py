@@ -57,12 +57,12 @@ def test_every_config_field_either_decides_learning_or_is_run_bookkeeping():
     """A saved gpurl run is reused only where LEARNING_FIELDS match, so a new config value (a run field, or a
     parameter of any algorithm) must be sorted into one of the two lists (left out, a change of it would silently
     reuse runs made without it)."""
-    from gpurl.algos import ALGORITHMS
+    from gpurl.algos import ALGORITHMS, BUILT_IN
     from gpurl.algos.params import param_fields
     from gpurl.train.config import RUN_FIELDS as CONFIG_RUN_FIELDS
     from learning_parity import LEARNING_FIELDS, RUN_FIELDS
 
     assert not set(LEARNING_FIELDS) & set(RUN_FIELDS)
-    built_in = ("ppo", "a2c", "mappo", "iql", "vdn", "qmix", "maddpg", "iddpg", "matd3")  # tests may register more (tests/reinforce_algo.py)
-    every = set(CONFIG_RUN_FIELDS).union(*(param_fields(ALGORITHMS[name].params_type) for name in built_in))
+    # the built-in algorithms' parameters (tests may register more: tests/reinforce_algo.py)
+    every = set(CONFIG_RUN_FIELDS).union(*(param_fields(ALGORITHMS[name].params_type) for name in BUILT_IN))
     assert set(LEARNING_FIELDS) | set(RUN_FIELDS) == every

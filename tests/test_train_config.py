@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from gpurl.algos import ALGORITHMS, A2CParams, DDPGParams, MAPPOParams, PPOParams, QParams, TD3Params
+from gpurl.algos import ALGORITHMS, BUILT_IN, A2CParams, DDPGParams, MAPPOParams, PPOParams, QParams, TD3Params
 from gpurl.algos.params import default_of, param_fields
 from gpurl.envs.tag_continuous.params import TAG_SMALL
 from gpurl.train.cli import build_parser, config_from_args
@@ -119,8 +119,8 @@ def test_a_parameter_the_algorithm_does_not_read_is_refused_naming_its_readers(a
 
 
 def test_each_algorithm_declares_its_own_parameters():
-    built_in = ("ppo", "a2c", "mappo", "iql", "vdn", "qmix", "maddpg", "iddpg", "matd3")  # tests may register more
-    assert {name: ALGORITHMS[name].params_type for name in built_in} == {
+    # tests may register more (tests/reinforce_algo.py)
+    assert {name: ALGORITHMS[name].params_type for name in BUILT_IN} == {
         "maddpg": DDPGParams, "iddpg": DDPGParams, "matd3": TD3Params, "ppo": PPOParams, "a2c": A2CParams, "mappo": MAPPOParams, "iql": QParams, "vdn": QParams, "qmix": QParams}
     # the run's fields and an algorithm's parameters never share a name: each flag has one room
     for cls in ALGORITHMS.values():

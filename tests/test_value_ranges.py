@@ -26,7 +26,7 @@ from gpurl.envs.tag_gridworld.params import TagGridworldParams
 from gpurl.kernels.fields import Field
 from gpurl.storage import rollout as storage
 from gpurl.train import launch
-from gpurl.algos import ALGORITHMS
+from gpurl.algos import ALGORITHMS, BUILT_IN
 from gpurl.train.cli import config_from_args
 from gpurl.train.cli import main as cli_main
 from gpurl.train.config import TrainConfig, build_config
@@ -34,9 +34,7 @@ from gpurl.train.config import TrainConfig, build_config
 pytestmark = pytest.mark.cpu
 
 #: Every built-in algorithm's parameters, in a fixed order (pytest-xdist's workers must collect the same ids).
-BUILT_IN_PARAMS = sorted({ALGORITHMS[name].params_type for name in ("ppo", "a2c", "mappo", "iql", "vdn", "qmix",
-                                                                    "maddpg", "iddpg", "matd3")},
-                         key=lambda cls: cls.__name__)
+BUILT_IN_PARAMS = sorted({ALGORITHMS[name].params_type for name in BUILT_IN}, key=lambda cls: cls.__name__)
 #: (owner: the name errors start with, dataclass whose fields declare ranges): the envs' parameters, the run's
 #: config and every algorithm's parameters (whose errors also start with "config").
 DECLARING = [("simple_tag", SimpleTagParams), ("tag_continuous", TagContinuousParams),

@@ -34,7 +34,9 @@ def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
 
 for _cls in (PPO, A2C, MAPPO, IQL, VDN, QMIX, MADDPG, IDDPG, MATD3):
     register_algorithm(_cls)
+#: The algorithms gpurl ships, by ``--algo`` name (``ALGORITHMS`` also holds those registered since).
+BUILT_IN = tuple(ALGORITHMS)
 
-__all__ = ["ALGORITHMS", "A2C", "A2CParams", "ActorFragment", "AlgoParams", "Algorithm", "DDPGParams", "EnvSpec",
+__all__ = ["ALGORITHMS", "BUILT_IN", "A2C", "A2CParams", "ActorFragment", "AlgoParams", "Algorithm", "DDPGParams", "EnvSpec",
            "Field", "IDDPG", "IQL", "LearnContext", "LearnerFragment", "MADDPG", "MAPPO", "MAPPOParams", "MATD3", "PPO",
            "PPOParams", "QMIX", "QParams", "TD3Params", "VDN", "register_algorithm"]

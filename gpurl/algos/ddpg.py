@@ -211,7 +211,8 @@ class MADDPG(Algorithm):
         """One backward pass of ``loss``, the gradients summed over ranks, each network's norm clipped, the
         critics' Adam step (and the actors', with the target update, when ``actor_due``)."""
         p = self.params
-        trained = [self.actors[name] for name in self.trained] + [c for name in self.trained for c in self.critics[name]]
+        trained = [self.actors[name] for name in self.trained]
+        trained += [critic for name in self.trained for critic in self.critics[name]]
         self.actor_optimizer.zero_grad(set_to_none=False)
         self.optimizer.zero_grad(set_to_none=False)
         loss.backward()

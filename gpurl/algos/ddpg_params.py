@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .q_params import ReplayParams
 from .params import setting
+from .q_params import ReplayParams
 
 
 @dataclass

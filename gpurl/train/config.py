@@ -222,11 +222,9 @@ def readers(name: str) -> list[str]:
     return sorted(n for n, a in ALGORITHMS.items() if name in param_fields(a.params_type))
 
 
-def unread_default(name: str):
-    """The default of parameter ``name`` where every algorithm that reads it has the same one, else a marker
-    no value equals."""
-    defaults = {repr(default_of(param_fields(ALGORITHMS[a].params_type)[name])) for a in readers(name)}
-    return default_of(param_fields(ALGORITHMS[readers(name)[0]].params_type)[name]) if len(defaults) == 1 else object()
+def every_readers_default(name: str, value) -> bool:
+    """``value`` is the default of parameter ``name`` in every algorithm that reads it."""
+    return all(value == default_of(param_fields(ALGORITHMS[a].params_type)[name]) for a in readers(name))
 
 
 def from_values(values: dict, legacy: bool = False) -> TrainConfig:
@@ -249,7 +247,7 @@ def from_values(values: dict, legacy: bool = False) -> TrainConfig:
         elif key in own:
             params[key] = value
         elif readers(key):
-            if not legacy and value != unread_default(key):
+            if not legacy and not every_readers_default(key, value):
                 unread.append(key)  # a value the algorithm would ignore; a default one says nothing
         else:
             unknown.append(key)
