@@ -13,7 +13,10 @@ train every agent of mpe2's cooperative simple_spread and simple_speaker_listene
 ``iql-spread``, ``vdn-spread`` and ``qmix-spread`` train simple_spread's team with the value-based
 algorithms (the ``simple-spread-iql``/``-vdn``/``-qmix`` presets), beside ``ippo-spread`` (independent PPO,
 ``simple-spread-ippo``) on the same budget; they also report transitions/s into
-the replay buffer and updates/s. The Tag rows ask whether a recurrent policy
+the replay buffer and updates/s. ``<algo>-spread-box`` and ``<algo>-tag-box`` train MADDPG, IDDPG, MATD3,
+MASAC and ISAC with mpe2's continuous actions (simple_spread's team; simple_tag's adversaries against random
+prey) from the ``simple-spread-<algo>`` / ``simple-tag-<algo>`` presets, beside MAPPO with continuous actions
+on the same budget (``mappo-spread-box``, ``mappo-tag-box``). The Tag rows ask whether a recurrent policy
 replaces ``frame_stack``: tag-small (taggers and runners both learn) with two stacked frames, with one
 frame, and with a GRU and one frame (``tag-small-gru``). Each task reports its ``group``'s mean return
 per episode, random and after training (each run's own evaluation episodes, new seeds).
@@ -38,6 +41,8 @@ from gpurl.train.process import configure_process
 from gpurl.train.run import train
 
 ADVERSARIES = dict(train_groups=("adversary",), iters=60)
+CONTINUOUS = {"continuous_actions": True}
+BOX_ALGOS = ("maddpg", "iddpg", "matd3", "masac", "isac")
 #: name -> (preset, config values over it, the group whose return is reported)
 TASKS = {
     "ppo": ("simple-tag", dict(ADVERSARIES), "adversary"),
@@ -57,6 +62,12 @@ TASKS = {
     # budget, each from its preset (the learning-parity pairs' configurations).
     "ippo-spread": ("simple-spread-ippo", dict(iters=60), "agent"),
     **{f"{q}-spread": (f"simple-spread-{q}", dict(iters=60), "agent") for q in ("iql", "vdn", "qmix")},
+    # The off-policy actor-critics for Box actions (mpe2's continuous_actions) from their presets, 96k env steps,
+    # beside MAPPO with continuous actions on the same budget (its presets' 64 envs x 50 steps, 30 iterations).
+    "mappo-spread-box": ("simple-spread", dict(iters=30, env_params=CONTINUOUS), "agent"),
+    "mappo-tag-box": ("simple-tag-mappo", dict(ADVERSARIES, iters=30, env_params=CONTINUOUS), "adversary"),
+    **{f"{algo}-spread-box": (f"simple-spread-{algo}", dict(iters=60), "agent") for algo in BOX_ALGOS},
+    **{f"{algo}-tag-box": (f"simple-tag-{algo}", dict(iters=60), "adversary") for algo in BOX_ALGOS},
 }
 
 

@@ -92,7 +92,8 @@ LEARNING_FIELDS = ("env", "env_params", "preset", "algo", "train_groups", "num_e
                    "clip_vloss", "vf_coef", "ent_coef", "max_grad_norm", "norm_adv", "norm_obs", "hidden", "activation",
                    "recurrent", "frame_stack", "critic_agent_id", "value_norm", "replay_capacity", "q_batch",
                    "q_updates", "target_tau", "target_period", "eps_start", "eps_end", "eps_decay_frac", "actor_lr",
-                   "exploration_std", "twin_critics", "target_noise", "target_noise_clip", "policy_delay")
+                   "exploration_std", "twin_critics", "target_noise", "target_noise_clip", "policy_delay",
+                   "alpha_lr", "init_alpha", "target_entropy")
 #: Run bookkeeping: where and how a run executes, logs and saves, and its seed (a run's own key).
 RUN_FIELDS = ("seed", "device", "dist", "dist_timeout", "max_staleness", "replication_check_every", "env_modules",
               "policy_backend", "learner_backend", "cuda_graph", "tf32", "torch_threads", "log_dir", "fresh_log_dir",

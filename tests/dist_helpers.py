@@ -36,7 +36,7 @@ VALUE_ARGS = [
 ]
 
 
-#: The deterministic-policy algorithms (maddpg, iddpg, matd3) act in Box spaces: simple_spread with mpe2's continuous
+#: The off-policy Box algorithms (maddpg, iddpg, matd3, masac, isac) act in Box spaces: simple_spread with mpe2's continuous
 #: actions, 2 agents. As VALUE_ARGS, the buffer wraps and both iterations update.
 CONTINUOUS_ARGS = [
     "--env", "simple_spread", "--env-param", "continuous_actions=True", "--env-param", "N=2",

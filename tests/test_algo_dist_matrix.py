@@ -43,9 +43,9 @@ VARIANTS = [f"{algo}:{recurrent}" for algo in sorted(ALGORITHMS) for recurrent i
             if (algo, recurrent) != ("a2c", "gru")
             and (recurrent == "none" or "recurrent" in param_fields(ALGORITHMS[algo].params_type))]
 #: Variants whose 2-rank data-parallel checkpoint is resumed in one process: PPO, QMIX (its replay buffer,
-#: gathered from both ranks, is sliced back by env; its mixer reads the global state) and MADDPG (continuous
-#: actions in the replay, two optimisers, target networks).
-RESUMED = ["ppo:none", "qmix:none", "maddpg:none"]
+#: gathered from both ranks, is sliced back by env; its mixer reads the global state), MADDPG (continuous
+#: actions in the replay, two optimisers, target networks) and MASAC (a third optimiser, the learned temperature).
+RESUMED = ["ppo:none", "qmix:none", "maddpg:none", "masac:none"]
 MATRIX = [(variant, dist) for variant in VARIANTS for dist in MULTI_RANK]
 WORKER = str(REPO / "tests" / "dist_matrix_worker.py")
 
@@ -102,7 +102,7 @@ def multi_rank_runs(tmp_path_factory):
 
 def test_the_matrix_covers_every_algorithm_and_policy():
     assert {*BUILT_IN, "reinforce"} <= set(ALGORITHMS)
-    assert set(BUILT_IN) >= {"ppo", "a2c", "mappo", "iql", "vdn", "qmix", "maddpg", "iddpg", "matd3"}
+    assert set(BUILT_IN) >= {"ppo", "a2c", "mappo", "iql", "vdn", "qmix", "maddpg", "iddpg", "matd3", "masac", "isac"}
     assert {v.split(":")[0] for v in VARIANTS} == set(ALGORITHMS)
     assert set(MULTI_RANK) == {"data_parallel", "central_learner"}
 

@@ -1,4 +1,4 @@
-"""CPU tier: the deterministic-policy family (gpurl/algos/ddpg.py, ddpg_nets.py): the TD3 target and target
+"""CPU tier: the deterministic-policy family (gpurl/algos/ddpg.py, box_nets.py): the TD3 target and target
 smoothing against hand-computed cases, actions inside the Box whatever the noise, and clear refusals of
 action spaces it cannot act in. tests/test_algo_dist_matrix.py runs MADDPG, IDDPG and MATD3 under every
 distribution policy and resumes MADDPG's 2-rank checkpoint."""
@@ -12,7 +12,7 @@ import torch
 from dist_helpers import CONTINUOUS_ARGS
 from gpurl.algos import ALGORITHMS, DDPGParams, TD3Params
 from gpurl.algos.ddpg import smoothed, td3_target
-from gpurl.algos.ddpg_nets import Critic, DeterministicActor
+from gpurl.algos.box_nets import Critic, DeterministicActor
 from gpurl.envs.params import ParameterError
 from gpurl.fusion.counter_rng import seed_tensor
 from gpurl.train.cli import config_from_args

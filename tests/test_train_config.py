@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from gpurl.algos import ALGORITHMS, BUILT_IN, A2CParams, DDPGParams, MAPPOParams, PPOParams, QParams, TD3Params
+from gpurl.algos import (ALGORITHMS, BUILT_IN, A2CParams, DDPGParams, MAPPOParams, PPOParams, QParams, SACParams,
+                         TD3Params)
 from gpurl.algos.params import default_of, param_fields
 from gpurl.envs.tag_continuous.params import TAG_SMALL
 from gpurl.train.cli import build_parser, config_from_args
@@ -108,7 +109,7 @@ def test_a2c_is_ppo_with_one_unclipped_epoch_by_default():
 
 
 @pytest.mark.parametrize("algo, values, message", [
-    ("ppo", dict(q_batch=3), "q_batch=3 is not read by algo 'ppo' .read by: iddpg, iql, maddpg, matd3, qmix, vdn."),
+    ("ppo", dict(q_batch=3), "q_batch=3 is not read by algo 'ppo' .read by: iddpg, iql, isac, maddpg, masac, matd3, qmix, vdn."),
     ("iql", dict(recurrent="gru"), "recurrent='gru' is not read by algo 'iql' .read by: a2c, mappo, ppo."),
     ("ppo", dict(value_norm=True), "value_norm=True is not read by algo 'ppo' .read by: mappo."),
     ("a2c", dict(epochs=2, q_updates=1, critic_agent_id=False), "q_updates=1 is not read .*; critic_agent_id=False"),
@@ -121,7 +122,8 @@ def test_a_parameter_the_algorithm_does_not_read_is_refused_naming_its_readers(a
 def test_each_algorithm_declares_its_own_parameters():
     # tests may register more (tests/reinforce_algo.py)
     assert {name: ALGORITHMS[name].params_type for name in BUILT_IN} == {
-        "maddpg": DDPGParams, "iddpg": DDPGParams, "matd3": TD3Params, "ppo": PPOParams, "a2c": A2CParams, "mappo": MAPPOParams, "iql": QParams, "vdn": QParams, "qmix": QParams}
+        "maddpg": DDPGParams, "iddpg": DDPGParams, "matd3": TD3Params, "masac": SACParams, "isac": SACParams,
+        "ppo": PPOParams, "a2c": A2CParams, "mappo": MAPPOParams, "iql": QParams, "vdn": QParams, "qmix": QParams}
     # the run's fields and an algorithm's parameters never share a name: each flag has one room
     for cls in ALGORITHMS.values():
         assert not RUN_FIELDS & set(param_fields(cls.params_type)), cls.name

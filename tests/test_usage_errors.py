@@ -34,7 +34,7 @@ CASES = {
                                         "act in Discrete spaces"),
     "env param owned by the trainer": (["--env-param", "global_state=False"],
                                        "env_params 'global_state' is set by the algorithm"),
-    "q flag with ppo": (["--algo", "ppo", "--q-batch", "3"], "q_batch=3 is not read by algo 'ppo' (read by: iddpg, iql, maddpg, matd3, qmix, vdn)"),
+    "q flag with ppo": (["--algo", "ppo", "--q-batch", "3"], "q_batch=3 is not read by algo 'ppo' (read by: iddpg, iql, isac, maddpg, masac, matd3, qmix, vdn)"),
     "mappo flags with a2c": (["--algo", "a2c", "--epochs", "7", "--no-critic-agent-id", "--value-norm"],
                              "critic_agent_id=False is not read by algo 'a2c' (read by: mappo); value_norm=True is not "
                              "read"),

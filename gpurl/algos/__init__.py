@@ -14,6 +14,8 @@ from .ppo import A2C, MAPPO, PPO
 from .ppo_params import A2CParams, MAPPOParams, PPOParams
 from .q_learning import IQL, QMIX, VDN
 from .q_params import QParams
+from .sac import ISAC, MASAC
+from .sac_params import SACParams
 
 ALGORITHMS: dict[str, type[Algorithm]] = {}
 
@@ -32,11 +34,12 @@ def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
     return cls
 
 
-for _cls in (PPO, A2C, MAPPO, IQL, VDN, QMIX, MADDPG, IDDPG, MATD3):
+for _cls in (PPO, A2C, MAPPO, IQL, VDN, QMIX, MADDPG, IDDPG, MATD3, MASAC, ISAC):
     register_algorithm(_cls)
 #: The algorithms gpurl ships, by ``--algo`` name (``ALGORITHMS`` also holds those registered since).
 BUILT_IN = tuple(ALGORITHMS)
 
-__all__ = ["ALGORITHMS", "BUILT_IN", "A2C", "A2CParams", "ActorFragment", "AlgoParams", "Algorithm", "DDPGParams", "EnvSpec",
-           "Field", "IDDPG", "IQL", "LearnContext", "LearnerFragment", "MADDPG", "MAPPO", "MAPPOParams", "MATD3", "PPO",
-           "PPOParams", "QMIX", "QParams", "TD3Params", "VDN", "register_algorithm"]
+__all__ = ["ALGORITHMS", "BUILT_IN", "A2C", "A2CParams", "ActorFragment", "AlgoParams", "Algorithm", "DDPGParams",
+           "EnvSpec", "Field", "IDDPG", "IQL", "ISAC", "LearnContext", "LearnerFragment", "MADDPG", "MAPPO",
+           "MAPPOParams", "MASAC", "MATD3", "PPO", "PPOParams", "QMIX", "QParams", "SACParams", "TD3Params", "VDN",
+           "register_algorithm"]

@@ -5,15 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .params import setting
-from .q_params import ReplayParams
+from .q_params import ActorCriticReplayParams
 
 
 @dataclass
-class DDPGParams(ReplayParams):
+class DDPGParams(ActorCriticReplayParams):
     """MADDPG's and IDDPG's parameters, beside the replay's. Noise scales are fractions of each action
     dimension's half range ((high - low) / 2)."""
 
-    actor_lr: float = setting("the actors' Adam learning rate (lr is the critics')", default=1e-3, gt=0)
     exploration_std: float = setting("standard deviation of the Gaussian noise added to the actions while acting",
                                      default=0.1, ge=0)
     twin_critics: bool = setting("two critics per group, the target the minimum of their target values (TD3)",

@@ -1,5 +1,7 @@
 """The parameters of the off-policy algorithms: what every learner from the device replay buffer reads
-(:class:`ReplayParams`), and the value-based family's (IQL, VDN, QMIX: :class:`QParams`)."""
+(:class:`ReplayParams`), the value-based family's (IQL, VDN, QMIX: :class:`QParams`) and what the actor-critics
+for Box actions add to the replay's (:class:`ActorCriticReplayParams`; their own in ``ddpg_params.py`` and
+``sac_params.py``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,4 +35,11 @@ class QParams(ReplayParams):
                                     "to eps_end", default=0.5, ge=0, le=1)
 
 
-__all__ = ["QParams", "ReplayParams"]
+@dataclass
+class ActorCriticReplayParams(ReplayParams):
+    """The off-policy actor-critics' (MADDPG, MASAC and their kin): the replay's and the actors' learning rate."""
+
+    actor_lr: float = setting("the actors' Adam learning rate (lr is the critics')", default=1e-3, gt=0)
+
+
+__all__ = ["ActorCriticReplayParams", "QParams", "ReplayParams"]

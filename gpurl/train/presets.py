@@ -30,6 +30,16 @@ _MPE_MAPPO = {**_MPE_IPPO, "num_envs": 64, "iters": 400, "lr": 2e-3, "algo": "ma
 _MPE_Q_LEARNING = dict(num_envs=256, rollout_len=50, iters=100, lr=5e-3, gamma=0.9, activation="relu",
                        replay_capacity=200, q_batch=1024, q_updates=64, target_tau=1.0, target_period=200,
                        eps_decay_frac=0.1)
+# The off-policy actor-critics for Box actions on mpe2's scenarios with continuous actions: a 25-step episode per
+# rollout of 64 envs, a buffer of 400 rollouts, 64 updates of 256 transitions per 1600 env steps. 16 updates per
+# rollout had not learned MADDPG at 192k env steps; 64 had at 96k (docs/benchmarks.md, 2026-11-30). BenchMARL's
+# defaults take one update of 128 per 6 env steps (for 3 agents: 18 agent-steps), here one of 256 per 25.
+_MPE_BOX = dict(num_envs=64, rollout_len=25, iters=60, lr=1e-3, actor_lr=1e-3, gamma=0.95, target_tau=0.01,
+                q_batch=256, q_updates=64, replay_capacity=400)
+# The DDPG family explores with 0.2 half ranges, the noise of the run that learned (docs/benchmarks.md).
+_BOX_ALGOS = {"maddpg": dict(exploration_std=0.2), "iddpg": dict(exploration_std=0.2),
+              "matd3": dict(exploration_std=0.2), "masac": {}, "isac": {}}
+_CONTINUOUS = {"continuous_actions": True}
 
 #: name -> config values; "env_params" replaces the env's parameters as a whole.
 PRESETS: dict[str, dict] = {
@@ -56,6 +66,11 @@ PRESETS: dict[str, dict] = {
     "simple-speaker-listener-ippo": dict(env="simple_speaker_listener", env_params={}, **_MPE_IPPO),
     **{f"simple-spread-{q}": dict(env="simple_spread", env_params={}, algo=q, **_MPE_Q_LEARNING)
        for q in ("iql", "vdn", "qmix")},
+    # The Box-action family: simple_spread's team, and simple_tag's adversaries against uniformly random prey.
+    **{f"simple-spread-{algo}": dict(env="simple_spread", env_params=_CONTINUOUS, algo=algo, **_MPE_BOX, **values)
+       for algo, values in _BOX_ALGOS.items()},
+    **{f"simple-tag-{algo}": dict(env="simple_tag", env_params=_CONTINUOUS, algo=algo, train_groups=("adversary",),
+                                  **_MPE_BOX, **values) for algo, values in _BOX_ALGOS.items()},
     # tag-small with a GRU actor instead of two stacked frames: the state carries the agent's own motion.
     "tag-small-gru": dict(env="tag_continuous", env_params=TAG_SMALL, num_envs=128, rollout_len=64, iters=160,
                           **{**_TAG_TRAINING, "frame_stack": 1}, recurrent="gru"),
