@@ -359,6 +359,35 @@ def q_actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS
                         f"{rows:.0e} rows", dict(policy=net, packed=p))
 
 
+def box_actor_launch(config: EnvConfig, group: str, policy, kind: str, rows: int = ACTOR_ROWS) -> TritonLaunch:
+    """The fused Box actor over ``rows`` rows of the policy the off-policy Box algorithms build for ``group``
+    (``policy``'s input, widths and activation), ``kind`` "deterministic" (maddpg, iddpg, matd3: exploration
+    noise) or "squashed" (masac, isac: a sample), in the Box(0, 1, (n,)) that an MPE group of ``policy``'s
+    Discrete(n) acts in with ``continuous_actions=True``."""
+    from gymnasium.spaces import Box
+
+    from gpurl.algos.box_nets import DeterministicActor, SquashedGaussianActor
+    from gpurl.fusion.actor import launch_warps
+    from gpurl.fusion.box_actor import (BOX_ACTOR_SM90_SIGNATURE, box_actor_constexprs, box_actor_fused_kernel,
+                                        pack_box_policy)
+
+    widths = [m.out_features for m in policy.actor if isinstance(m, torch.nn.Linear)][:-1]
+    (dims,) = policy.dist.nvec
+    cls = {"deterministic": DeterministicActor, "squashed": SquashedGaussianActor}[kind]
+    actor = cls(policy.in_dim, Box(0.0, 1.0, (dims,)), widths, policy.activation, torch.Generator().manual_seed(0))
+    p = pack_box_policy(actor.net, dims, actor.outputs_per_dim, policy.activation)
+    constexprs = box_actor_constexprs(p, noise=True)
+    weights = sum(t.numel() * t.element_size() for t in p.tensors()) + 2 * 4 * dims  # and the Box's bounds
+    # Each row: its input read once, its actions (float32) written once; weights, bounds, step, seed and std
+    # once per launch (L2 serves the repeats).
+    read = rows * p.in_dim * 4 + weights + 8 + 16 + 4
+    written = rows * 4 * dims
+    return TritonLaunch("box_actor_fused_kernel", config.name, box_actor_fused_kernel, BOX_ACTOR_SM90_SIGNATURE,
+                        constexprs, launch_warps(p), -(-rows // constexprs["BLOCK_B"]), rows, read, written,
+                        f"{group} {kind} Box policy: in {p.in_dim}, Box({dims}), hidden {p.HP} x {p.layers}, "
+                        f"{rows:.0e} rows", dict(policy=actor, packed=p))
+
+
 def gae_launch(config: EnvConfig, num_agents: int) -> TritonLaunch:
     """The fused GAE scan over the preset's rollout (T x E x N columns) of ``config``."""
     from gpurl.fusion.gae import GAE_BLOCK, GAE_NUM_WARPS, GAE_SM90_SIGNATURE, gae_fused_kernel
@@ -374,13 +403,20 @@ def gae_launch(config: EnvConfig, num_agents: int) -> TritonLaunch:
 
 
 def triton_launches(config: EnvConfig, env) -> list[TritonLaunch]:
-    """The fused actor, the recurrent one and (for Discrete groups) the epsilon-greedy one, each for every
-    distinct policy of the preset over ACTOR_ROWS rows, and GAE for ``config``."""
+    """The fused actor, the recurrent one and (for Discrete groups) the epsilon-greedy one and the Box ones, each
+    for every distinct policy of the preset over ACTOR_ROWS rows, and GAE for ``config``."""
     policies = _policies(config, env)
     found = [actor_launch(config, group, policy) for group, policy in policies.items()]
     found += [gru_actor_launch(config, group, policy) for group, policy in policies.items()]
     found += [q_actor_launch(config, group, policy) for group, policy in policies.items()
               if len(policy.dist.nvec) == 1]  # the value-based algorithms act in Discrete spaces
+    # The off-policy Box algorithms' actors, where a Discrete(n) group has a Box(0, 1, (n,)) counterpart (MPE's
+    # continuous_actions=True).
+    from gpurl.envs.mpe import SCENARIOS
+
+    if config.env in SCENARIOS:
+        found += [box_actor_launch(config, group, policy, kind) for group, policy in policies.items()
+                  if len(policy.dist.nvec) == 1 for kind in ("deterministic", "squashed")]
     return found + [gae_launch(config, env.num_agents)]
 
 

@@ -200,8 +200,12 @@ def triton_rows(config: inv.EnvConfig, env, args, ptxas: str | None) -> list[dic
         row = kernel_row(config.name, launch.name, "act" if "actor" in launch.name else "learn", launch.programs,
                          launch.threads, inv.triton_resources(launch, ptxas), launch.bytes_read,
                          launch.bytes_written, launch.items, launch.detail)
-        row["cpu"] = (cpu_actor(launch, args.cpu_actor, args.seconds) if "actor" in launch.name
-                      else cpu_gae(launch, args.seconds))
+        # The PPO family's actors are timed against their torch definition here; the value-based and Box
+        # actors' CPU backends are bench/kernels.py's (--q-actions, --box-actions).
+        if launch.name in ("actor_fused_kernel", "gru_actor_fused_kernel"):
+            row["cpu"] = cpu_actor(launch, args.cpu_actor, args.seconds)
+        elif launch.name == "gae_fused_kernel":
+            row["cpu"] = cpu_gae(launch, args.seconds)
         rows.append(row)
     return rows
 

@@ -118,11 +118,13 @@ def triton_launches(config: str, name: str) -> list[inv.TritonLaunch]:
 
 
 #: (kernel, configuration) of every Triton launch: the epsilon-greedy actor only where a group acts in a
-#: Discrete space (tag-10v100's groups act in MultiDiscrete([21, 21])).
+#: Discrete space (tag-10v100's groups act in MultiDiscrete([21, 21])), the Box actor only on MPE (whose
+#: scenarios take continuous actions).
 TRITON_LAUNCHES = [(kernel, config) for config in CONFIGS
                    for kernel in ("actor_fused_kernel", "gru_actor_fused_kernel", "q_actor_fused_kernel",
-                                  "gae_fused_kernel")
-                   if not (kernel == "q_actor_fused_kernel" and config == "tag-10v100")]
+                                  "box_actor_fused_kernel", "gae_fused_kernel")
+                   if not (kernel == "q_actor_fused_kernel" and config == "tag-10v100")
+                   and not (kernel == "box_actor_fused_kernel" and config != "simple-tag-3v1v2")]
 
 
 @pytest.mark.parametrize("kernel,config", TRITON_LAUNCHES)

@@ -11,7 +11,8 @@ import gymnasium
 import pytest
 import torch
 
-from gpurl.algos.q_acting import QActor, resolve_q_acting_backend
+from gpurl.algos.acting import resolve_kernel_backend
+from gpurl.algos.q_acting import QActor
 from gpurl.algos.q_nets import QNetwork
 from gpurl.fusion.counter_rng import seed_tensor
 from q_acting_harness import q_actor_setup
@@ -41,10 +42,10 @@ def test_compiled_acting_writes_the_definitions_actions():
 def test_backend_choice_and_refusals(monkeypatch):
     cpu = torch.device("cpu")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    assert resolve_q_acting_backend("auto", cpu) == "compiled"
-    assert resolve_q_acting_backend("auto", torch.device("cuda")) == "triton"
-    assert resolve_q_acting_backend("compiled", cpu) == "compiled"
+    assert resolve_kernel_backend("auto", cpu) == "compiled"
+    assert resolve_kernel_backend("auto", torch.device("cuda")) == "triton"
+    assert resolve_kernel_backend("compiled", cpu) == "compiled"
     with pytest.raises(ValueError, match="runs on CUDA, or on the CPU only under TRITON_INTERPRET=1"):
-        resolve_q_acting_backend("triton", cpu)
+        resolve_kernel_backend("triton", cpu)
     with pytest.raises(ValueError, match="policy_backend must be one of"):
-        resolve_q_acting_backend("fused", cpu)
+        resolve_kernel_backend("fused", cpu)

@@ -113,3 +113,21 @@ def test_masac_learns_its_temperature_towards_the_target_entropy(tmp_path):
     entropy = [float(r["entropy/agent"]) for r in rows if float(r["updates/agent"]) > 0]
     assert len(alpha) >= 4 and alpha[0] < 1.0 and alpha[-1] < alpha[0]
     assert all(e > -5.0 for e in entropy)  # 5 dimensions: the target, -5, is below the entropy all along
+
+
+@pytest.mark.parametrize("anneal", [False, True])
+def test_the_learning_rates_stay_constant_by_default_and_anneal_when_asked(anneal):
+    from gpurl.train import Trainer
+
+    flags = ["--anneal-lr"] if anneal else []
+    cfg = config_from_args([*CONTINUOUS_ARGS, "--algo", "masac", "--iters", "4", "--lr", "1e-3", "--actor-lr", "2e-3",
+                            "--alpha-lr", "4e-3", *flags])
+    assert cfg.algo_params.anneal_lr is anneal  # constant unless asked, as the DDPG and SAC papers' rates
+    trainer = Trainer(cfg)
+    for _ in range(3):
+        trainer.iterate()
+    # the third iteration's learning rates: (1 - 2 / 4) of each optimizer's own when annealed
+    factor = 0.5 if anneal else 1.0
+    lrs = {key: optimizer.param_groups[0]["lr"] for key, optimizer in trainer.algo.optimizers.items()}
+    assert lrs == pytest.approx({"optimizer": 1e-3 * factor, "actor_optimizer": 2e-3 * factor,
+                                 "alpha_optimizer": 4e-3 * factor})

@@ -35,19 +35,26 @@ ACTING_BACKENDS = ("auto", "eager", "compiled", "triton")
 
 def resolve_acting_backend(backend: str, policy: ActorCritic, device: torch.device) -> str:
     """The backend ``backend`` stands for with ``policy`` on ``device``; ValueError if it cannot run."""
-    if backend not in ACTING_BACKENDS:
-        raise ValueError(f"policy_backend must be one of {ACTING_BACKENDS}, got {backend!r}")
     categorical = isinstance(policy.dist, Categoricals)
     fits = categorical and (not policy.recurrent or gru_kernel_fits(policy))
-    if backend == "auto":
-        return "triton" if device.type == "cuda" and fits else "compiled"
     if backend == "triton":
         if not categorical:
             raise ParameterError("policy_backend='triton' needs categorical heads (Discrete/MultiDiscrete actions)")
         if not fits:
             raise ParameterError(f"policy_backend='triton' takes recurrent policies up to {MAX_HP} units wide")
-        if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-            raise ParameterError("policy_backend='triton' runs on CUDA, or on the CPU only under TRITON_INTERPRET=1 "
+    return resolve_kernel_backend(backend, device, fits)
+
+
+def resolve_kernel_backend(backend: str, device: torch.device, fits: bool = True) -> str:
+    """The backend ``backend`` stands for on ``device`` for a policy whose fused kernel takes it (``fits``):
+    ``auto`` is ``triton`` on CUDA, else ``compiled``; ValueError if it cannot run there. The value-based and
+    the Box-action families' kernels take every configuration."""
+    if backend not in ACTING_BACKENDS:
+        raise ValueError(f"policy_backend must be one of {ACTING_BACKENDS}, got {backend!r}")
+    if backend == "auto":
+        return "triton" if device.type == "cuda" and fits else "compiled"
+    if backend == "triton" and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ParameterError("policy_backend='triton' runs on CUDA, or on the CPU only under TRITON_INTERPRET=1 "
                              "(Triton's interpreter)")
     return backend
 
@@ -208,4 +215,4 @@ class Acting:
             raise ValueError(f"group {name!r} is recurrent: pass hidden[{name!r}] = (hidden_in, starts, hidden_out)")
 
 
-__all__ = ["ACTING_BACKENDS", "Acting", "global_agent_ids", "resolve_acting_backend"]
+__all__ = ["ACTING_BACKENDS", "Acting", "global_agent_ids", "resolve_acting_backend", "resolve_kernel_backend"]

@@ -21,14 +21,12 @@ import torch
 from torch import nn
 
 from ..envs.params import ParameterError
+from ..fusion.box_actor import LOG_STD_MAX, LOG_STD_MIN
 from ..fusion.counter_rng import uniform_ref
 from .distributions import standard_normal
 from .layers import mlp
 
 
-#: The bounds of the SAC actor's log-std: ``LOG_STD_MIN + (tanh(raw) + 1) (LOG_STD_MAX - LOG_STD_MIN) / 2`` (smooth,
-#: as CleanRL's SAC).
-LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 
 class BoxPolicy(nn.Module):

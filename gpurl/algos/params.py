@@ -49,7 +49,8 @@ class AlgoParams:
                                default=1, ge=1)
     policy_backend: str = setting("acting: 'triton' (one fused kernel per group), 'compiled' (torch.compile of the "
                                   "torch definition), 'eager' (the torch definition as written), 'auto' (triton on "
-                                  "CUDA for categorical heads, else compiled)", default="auto")
+                                  "CUDA where a kernel takes the policy: every one but the PPO family's Box heads; "
+                                  "else compiled)", default="auto")
     learner_backend: str = setting("update: 'compiled' (torch.compile of the loss; its backward by AOTAutograd), "
                                    "'eager' (the loss as written, autograd), 'auto' (compiled)", default="auto")
 

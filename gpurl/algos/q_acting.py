@@ -10,29 +10,14 @@ Backends (``policy_backend``, as for the PPO family's :mod:`~.acting`):
 """
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import nn
 
-from ..envs.params import ParameterError
 from ..fusion.q_actor import pack_q_network, q_actor_step_triton
-from .acting import ACTING_BACKENDS, as_input, global_agent_ids
+from .acting import as_input, global_agent_ids, resolve_kernel_backend
 from .base import EnvSpec
 from .compiling import compile_step
 from .q_nets import QNetwork, linear_epsilon
-
-
-def resolve_q_acting_backend(backend: str, device: torch.device) -> str:
-    """The backend ``backend`` stands for on ``device``; ValueError if it cannot run there."""
-    if backend not in ACTING_BACKENDS:
-        raise ValueError(f"policy_backend must be one of {ACTING_BACKENDS}, got {backend!r}")
-    if backend == "auto":
-        return "triton" if device.type == "cuda" else "compiled"
-    if backend == "triton" and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise ParameterError("policy_backend='triton' runs on CUDA, or on the CPU only under TRITON_INTERPRET=1 "
-                         "(Triton's interpreter)")
-    return backend
 
 
 def _act(nets: list[QNetwork], inputs: list, ids: list[torch.Tensor], step: torch.Tensor,
@@ -64,7 +49,7 @@ class QActor:
                  eps_end: float, decay_steps: int, backend: str, activation: str):
         self.groups, self.nets, self.spec, self.seed = groups, nets, spec, seed
         self.eps_start, self.eps_end, self.decay_steps = eps_start, eps_end, decay_steps
-        self.backend = resolve_q_acting_backend(backend, spec.device)
+        self.backend = resolve_kernel_backend(backend, spec.device)
         self.packed = {name: pack_q_network(net.net, net.num_actions, activation) for name, net in nets.items()
                        } if self.backend == "triton" else {}
         self._act = _act_compiled if self.backend == "compiled" else _act
@@ -103,4 +88,4 @@ class QActor:
         torch._foreach_copy_(outputs, [action.view(out.shape) for out, action in zip(outputs, actions)])
 
 
-__all__ = ["QActor", "resolve_q_acting_backend"]
+__all__ = ["QActor"]

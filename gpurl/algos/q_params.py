@@ -37,8 +37,10 @@ class QParams(ReplayParams):
 
 @dataclass
 class ActorCriticReplayParams(ReplayParams):
-    """The off-policy actor-critics' (MADDPG, MASAC and their kin): the replay's and the actors' learning rate."""
+    """The off-policy actor-critics' (MADDPG, MASAC and their kin): the replay's and the actors' learning rate.
+    Their learning rates stay constant by default, as in the DDPG and SAC papers and BenchMARL."""
 
+    anneal_lr: bool = setting("anneal the learning rate linearly to 0 over the run", default=False)
     actor_lr: float = setting("the actors' Adam learning rate (lr is the critics')", default=1e-3, gt=0)
 
 

@@ -3,8 +3,9 @@
 with target copies, the acting fragment and the learner loop. An algorithm of the family names its actor and
 its parameters and writes one group's loss of one update (:meth:`ReplayActorCritic.group_loss`).
 
-- Actor fragment: :class:`DDPGActor` writes every trained group's actions at slot t by the actor's ``act`` (the
-  counter RNG's noise, clipped to the Box).
+- Actor fragment: :class:`~.box_acting.BoxActor` writes every trained group's actions at slot t by the actor's
+  ``act`` (the counter RNG's noise, inside the Box), as ``policy_backend`` generates it (eager, compiled, or the
+  fused Triton kernel).
 - Learner fragment: :class:`ReplayLearner` learns from the replay buffer the trainer fills with each rollout's
   transitions: ``q_updates`` updates of ``q_batch`` transitions drawn over the slots and all envs of the run
   (``ctx.batches``), each row weighted by this rank's share, as the value-based family does. An update sums
@@ -24,36 +25,15 @@ from torch.func import functional_call
 from ..fusion.counter_rng import seed_tensor
 from ..storage.replay import gather_rows, group_inputs
 from ..storage.rollout import RolloutStorage
-from .acting import global_agent_ids
 from .base import Algorithm, EnvSpec, Field, LearnContext
+from .box_acting import BoxActor
 from .box_nets import BoxPolicy, Critic
+from .flat_adam import annealed_lr
 from .q_params import ReplayParams
 
 #: The counter RNG's first heads of the learner's noise (apart from acting's and the replay draw's): the next
 #: actions' (TD3's target smoothing, SAC's next-state sample) and the current policy's (SAC's actor term).
 NEXT_ACTION_HEAD, POLICY_HEAD = 5000, 6000
-
-
-class DDPGActor:
-    """Every trained group's actions at step t (see the module docstring)."""
-
-    inputs = ("obs[H + t]", "starts")
-    outputs = ("actions[t]",)
-
-    def __init__(self, groups, actors: nn.ModuleDict, spec: EnvSpec, seed: torch.Tensor, std: float):
-        self.groups, self.actors, self.spec, self.seed, self.std = groups, actors, spec, seed, std
-
-    @torch.no_grad()
-    def run(self, s: RolloutStorage, t: int, step: torch.Tensor, seed: torch.Tensor | None = None,
-            deterministic: bool = False) -> None:
-        for name, actor in self.actors.items():
-            group = self.groups[name]
-            x = s.policy_input(t, t + 1, group.agents, group.obs_dim)[0]          # [E, n, in]
-            E, n = x.shape[:2]
-            ids = global_agent_ids(E, n, self.spec.env_offset, self.spec.num_agents, group.agents.start, x.device)
-            action = actor.act(x.reshape(E * n, -1), ids, step, self.seed if seed is None else seed, self.std,
-                               deterministic)
-            s.actions[t, :, group.agents, :actor.action_dims] = action.view(E, n, -1)
 
 
 class GroupBatch(NamedTuple):
@@ -116,20 +96,29 @@ class ReplayLearner:
     inputs = ("replay",)
     outputs = ("weights", "statistics")
 
-    def __init__(self, algo: "ReplayActorCritic"):
-        self.algo, self.params = algo, algo.params
+    def __init__(self, algo: "ReplayActorCritic", iters: int):
+        self.algo, self.params, self.iters = algo, algo.params, iters
         self.updates = 0
+        #: the iterations done before this one (host-side: the learning rates anneal with no device read)
+        self.iteration = 0
+        #: each optimizer's learning rates as configured (the annealing's start)
+        self.base_lrs = [[group["lr"] for group in o.param_groups] for o in algo.optimizers.values()]
         #: int64 [1]: the draw number of the next update (the replay rows' and the learner's noise's key)
         self.draw = torch.zeros(1, dtype=torch.int64, device=algo.spec.device)
 
-    def set_updates(self, updates: int) -> None:
-        """Continue after ``updates`` updates (a loaded checkpoint)."""
-        self.updates = updates
+    def set_updates(self, updates: int, iteration: int) -> None:
+        """Continue after ``updates`` updates and ``iteration`` iterations (a loaded checkpoint)."""
+        self.updates, self.iteration = updates, iteration
         self.draw.fill_(updates)
 
     def run(self, storage: RolloutStorage, ctx: LearnContext) -> torch.Tensor:
         p, replay, algo = self.params, ctx.replay, self.algo
         stats = torch.zeros(len(algo.trained), len(algo.stat_names), device=self.draw.device)
+        if p.anneal_lr:
+            for optimizer, lrs in zip(algo.optimizers.values(), self.base_lrs):
+                for group, lr in zip(optimizer.param_groups, lrs):
+                    group["lr"] = annealed_lr(lr, self.iteration, self.iters, True)
+        self.iteration += 1
         if ctx.batches.replay_transitions(replay) < p.q_batch:  # not enough transitions yet (all ranks): act only
             return stats
         with ctx.timer.phase("learn"):
@@ -200,9 +189,15 @@ class ReplayActorCritic(Algorithm):
         #: by checkpoint key; the critics' ("optimizer") steps every update, the others when the actors' is due
         self.optimizers = {"optimizer": torch.optim.Adam(self.critics.parameters(), lr=p.lr),
                            "actor_optimizer": torch.optim.Adam(self.actors.parameters(), lr=p.actor_lr)}
+        self.add_learned()
         self.seed = seed_tensor(seed, spec.device)
-        self.actor = DDPGActor(groups, self.actors, spec, self.seed, self.exploration_std())
-        self.learner = ReplayLearner(self)
+        self.actor = BoxActor(groups, self.actors, spec, self.seed, self.exploration_std(), p.policy_backend,
+                              p.activation)
+        self.learner = ReplayLearner(self, config.iters)
+
+    def add_learned(self) -> None:
+        """What a member learns beside the actors and critics: its modules into ``nets`` (checkpoints) and
+        ``learned`` (the update's gradients), its optimizers into ``optimizers`` (none here)."""
 
     def critic_count(self) -> int:
         """Critics per group (two: the target takes the smaller value)."""
@@ -256,19 +251,23 @@ class ReplayActorCritic(Algorithm):
         # learner rank by the same updates.
         return [*self.actors.parameters()]
 
+    def sync_actors(self) -> None:
+        self.actor.sync()
+
     def backends(self) -> dict[str, str]:
-        return {"acting": "eager", "learning": "eager"}
+        return {"acting": self.actor.backend, "learning": "eager"}
 
     def state_dict(self) -> dict:
-        return {"nets": self.nets.state_dict(), "updates": self.learner.updates,
+        return {"nets": self.nets.state_dict(), "updates": self.learner.updates, "iteration": self.learner.iteration,
                 **{key: optimizer.state_dict() for key, optimizer in self.optimizers.items()}}
 
     def load_state_dict(self, state: dict) -> None:
         self.nets.load_state_dict(state["nets"])
         for key, optimizer in self.optimizers.items():
             optimizer.load_state_dict(state[key])
-        self.learner.set_updates(int(state["updates"]))
+        self.learner.set_updates(int(state["updates"]), int(state["iteration"]))
+        self.sync_actors()
 
 
-__all__ = ["DDPGActor", "GroupBatch", "NEXT_ACTION_HEAD", "POLICY_HEAD", "ReplayActorCritic", "ReplayLearner",
+__all__ = ["GroupBatch", "NEXT_ACTION_HEAD", "POLICY_HEAD", "ReplayActorCritic", "ReplayLearner",
            "critic_loss", "fixed_value", "td3_target"]

@@ -67,11 +67,11 @@ class MASAC(ReplayActorCritic):
     stat_names = STAT_NAMES
     actor_type = SquashedGaussianActor
 
-    def __init__(self, config, spec, trained: list[str], seed: int, generator: torch.Generator):
-        super().__init__(config, spec, trained, seed, generator)
+    def add_learned(self) -> None:
+        """The temperature: ``log alpha`` per group, learned with its own optimizer."""
         p: SACParams = self.params
-        start = torch.tensor(p.init_alpha, device=spec.device).log()
-        self.log_alpha = nn.ParameterDict({name: nn.Parameter(start.clone()) for name in trained})
+        start = torch.tensor(p.init_alpha, device=self.spec.device).log()
+        self.log_alpha = nn.ParameterDict({name: nn.Parameter(start.clone()) for name in self.trained})
         self.nets["log_alpha"] = self.log_alpha
         self.learned.append(self.log_alpha)
         self.optimizers["alpha_optimizer"] = torch.optim.Adam(self.log_alpha.parameters(), lr=p.alpha_lr)
