@@ -59,3 +59,26 @@ def test_q_learning_with_the_fused_actor_matches_the_torch_actor():
     assert explored[-1] < 0.5 and stats[0][0, fused.algo.stat_names.index("updates")].item() == 6.0
     for name, tensor in fused.algo.nets.state_dict().items():
         assert torch.equal(tensor, ref.algo.nets.state_dict()[name]), name
+
+
+@pytest.mark.parametrize("algo", ["maddpg", "masac"])
+def test_the_box_family_with_the_fused_actor_follows_the_torch_actor(algo):
+    """MADDPG (noise added) and MASAC (a squashed sample) for 3 iterations with the fused Box actor and with the
+    eager one: the same actions to float tolerance in every rollout (the interpreter's dots and cosine round
+    differently), through the learner's updates (the packed weights follow them: ``sync_actors``)."""
+    from dist_helpers import CONTINUOUS_ARGS
+    from gpurl.train.cli import config_from_args
+
+    trainers = {}
+    for backend in ("triton", "eager"):
+        cfg = config_from_args([*CONTINUOUS_ARGS, "--algo", algo, "--iters", "3", "--policy-backend", backend])
+        trainers[backend] = Trainer(cfg)
+        assert trainers[backend].algo.backends()["acting"] == backend
+    fused, ref = trainers["triton"], trainers["eager"]
+    for _ in range(3):
+        for trainer in (fused, ref):
+            trainer.iterate()
+        torch.testing.assert_close(fused.storage.actions, ref.storage.actions, atol=1e-4, rtol=0)
+    assert fused.algo.learner.updates == 6  # 2 updates per iteration (4 envs x 8 steps hold a batch of 16)
+    for name, tensor in fused.algo.nets.state_dict().items():
+        torch.testing.assert_close(tensor, ref.algo.nets.state_dict()[name], atol=1e-3, rtol=1e-3, msg=name)
