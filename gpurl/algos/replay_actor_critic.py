@@ -28,6 +28,7 @@ from ..storage.rollout import RolloutStorage
 from .base import Algorithm, EnvSpec, Field, LearnContext
 from .box_acting import BoxActor
 from .box_nets import BoxPolicy, Critic
+from .compiling import compile_step
 from .flat_adam import annealed_lr
 from .q_params import ReplayParams
 
@@ -103,6 +104,10 @@ class ReplayLearner:
         self.iteration = 0
         #: each optimizer's learning rates as configured (the annealing's start)
         self.base_lrs = [[group["lr"] for group in o.param_groups] for o in algo.optimizers.values()]
+        #: the update's losses: ``torch.compile`` of :meth:`losses_eager` (its backward by AOTAutograd; one graph
+        #: per value of ``actor_due``), or the definition as written (``learner_backend="eager"``)
+        self.compiled = algo.params.learner_backend != "eager"
+        self.losses = compile_step(self.losses_eager, rng=True) if self.compiled else self.losses_eager
         #: int64 [1]: the draw number of the next update (the replay rows' and the learner's noise's key)
         self.draw = torch.zeros(1, dtype=torch.int64, device=algo.spec.device)
 
@@ -135,14 +140,20 @@ class ReplayLearner:
         return stats
 
     def _update(self, batch: dict, draw: torch.Tensor, actor_due: bool, ctx: LearnContext) -> torch.Tensor:
+        loss, terms = self.losses(batch, draw, actor_due)
+        self.algo.step(loss, actor_due, ctx)
+        return terms
+
+    def losses_eager(self, batch: dict, draw: torch.Tensor, actor_due: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """(every group's loss summed, the groups' terms float32 [groups, len(stat_names) - 1]) of one update
+        of transitions ``batch``: the definition, which ``losses`` runs as written or compiled."""
         algo = self.algo
         loss, terms = 0.0, []
         for name in algo.trained:
             group_loss, group_terms = algo.group_loss(name, GroupBatch.of(algo, name, batch), draw, actor_due)
             loss = loss + group_loss
             terms.append(group_terms)
-        algo.step(loss, actor_due, ctx)
-        return torch.stack(terms)
+        return loss, torch.stack(terms)
 
 
 class ReplayActorCritic(Algorithm):
@@ -255,7 +266,7 @@ class ReplayActorCritic(Algorithm):
         self.actor.sync()
 
     def backends(self) -> dict[str, str]:
-        return {"acting": self.actor.backend, "learning": "eager"}
+        return {"acting": self.actor.backend, "learning": "compiled" if self.learner.compiled else "eager"}
 
     def state_dict(self) -> dict:
         return {"nets": self.nets.state_dict(), "updates": self.learner.updates, "iteration": self.learner.iteration,
