@@ -276,7 +276,8 @@ class ReplayActorCritic(Algorithm):
         self.nets.load_state_dict(state["nets"])
         for key, optimizer in self.optimizers.items():
             optimizer.load_state_dict(state[key])
-        self.learner.set_updates(int(state["updates"]), int(state["iteration"]))
+        # MADDPG's first checkpoints held no iteration count (the learning rates did not anneal): 0
+        self.learner.set_updates(int(state["updates"]), int(state.get("iteration", 0)))
         self.sync_actors()
 
 
