@@ -36,9 +36,12 @@ _MPE_Q_LEARNING = dict(num_envs=256, rollout_len=50, iters=100, lr=5e-3, gamma=0
 # defaults take one update of 128 per 6 env steps (for 3 agents: 18 agent-steps), here one of 256 per 25.
 _MPE_BOX = dict(num_envs=64, rollout_len=25, iters=60, lr=1e-3, actor_lr=1e-3, gamma=0.95, target_tau=0.01,
                 q_batch=256, q_updates=64, replay_capacity=400)
-# The DDPG family explores with 0.2 half ranges, the noise of the run that learned (docs/benchmarks.md).
+# MADDPG and IDDPG explore with 0.2 half ranges, the noise of the run that learned; MATD3, whose target actions
+# carry noise too, with TD3's 0.1 (0.2 learned less on one seed of simple_spread). SAC's temperature learns as
+# fast as the actors: at 3e-4 alpha stayed high on simple_tag's sparse tags and two seeds in three learned
+# nothing (docs/benchmarks.md, 2026-11-30, tenth session).
 _BOX_ALGOS = {"maddpg": dict(exploration_std=0.2), "iddpg": dict(exploration_std=0.2),
-              "matd3": dict(exploration_std=0.2), "masac": {}, "isac": {}}
+              "matd3": dict(exploration_std=0.1), "masac": dict(alpha_lr=1e-3), "isac": dict(alpha_lr=1e-3)}
 _CONTINUOUS = {"continuous_actions": True}
 
 #: name -> config values; "env_params" replaces the env's parameters as a whole.
