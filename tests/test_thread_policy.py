@@ -128,3 +128,23 @@ def test_torch_threads_beyond_the_machines_cpus_is_a_usage_error(monkeypatch, ca
     assert exit_info.value.code == 2
     assert f"--torch-threads {too_many}: this machine has {max_threads()} CPUs" in capsys.readouterr().err
     assert read_policy(max_threads(), environ={}).threads == max_threads()  # the bound itself is allowed
+
+
+LIBRARY_CHILD = """
+import json, numba, torch
+torch.set_num_threads(1)
+import gpurl
+env = gpurl.make("simple_spread", num_envs=4, device="cpu")
+env.reset()
+print(json.dumps({"torch": torch.get_num_threads(), "numba": numba.get_num_threads()}))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: every count is 1 whatever happens")
+def test_a_library_user_keeps_torchs_thread_count_through_the_first_env_step():
+    # Numba's layer, started by the first parallel env kernel, sets OpenMP's count to all CPUs; gpurl's CPU
+    # build gives torch its count back and Numba no more (gpurl/kernels/cpu_threads.py).
+    out = subprocess.run([sys.executable, "-c", LIBRARY_CHILD], cwd=REPO, text=True, capture_output=True,
+                         env={k: v for k, v in os.environ.items() if k != ENV_VAR}, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"torch": 1, "numba": 1}

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Callable
 from . import build_cache, compile_log
 from .bounds import BoundsCheck
 from .cpu_chunks import _cpu_envs_per_call, envs_per_call  # noqa: F401 - envs_per_call: part of this module's API
+from .cpu_threads import start_numba_keeping_torch_threads
 from .errors import check_phase_signatures, index_error, is_author_error, is_index_error, raise_alone, typing_error
 from .float64 import watch_cpu_build
 from .generated_source import _cpu_sources, _cuda_source
@@ -205,6 +206,7 @@ class EnvKernel:
         self.bounds(target, constants, num_envs, num_agents, args, stream)  # raises before anything is written
         try:  # Numba compiles at the first call of each signature: typing errors surface here
             if target == "cpu":
+                start_numba_keeping_torch_threads()  # its first parallel launch would reset torch's threads
                 values = (num_envs, num_agents, _cpu_envs_per_call(num_envs, num_agents), *args)
                 with self._announced(compiled, target, values):
                     compiled(*values)

@@ -37,6 +37,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from ..kernels.cpu_threads import start_numba_threads
+
 ENV_VAR = "GPURL_THREADS"
 #: Numba's threading layers in the order the policy tries them: first the one on torch's OpenMP runtime.
 NUMBA_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]
@@ -121,14 +123,6 @@ def apply_thread_policy(policy: ThreadPolicy, cpu_run: bool = True) -> dict:
     if policy.adaptive and cpu_run:
         _free_cpus = FreeCpus(process_cpus())
     return thread_report()
-
-
-def start_numba_threads() -> None:
-    """Start Numba's threading layer now rather than at the first parallel kernel. Numba has no public
-    call for this; ``_launch_threads`` is what its first parallel call runs, and it runs once."""
-    from numba.np.ufunc.parallel import _launch_threads
-
-    _launch_threads()
 
 
 def set_pool_size(threads: int) -> None:
