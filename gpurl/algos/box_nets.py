@@ -8,9 +8,8 @@ definition each.
   into the Box, ``low + (tanh(u) + 1) half_range``; its log-density in the Box is
   :func:`squashed_log_prob`. Acting samples it with the counter RNG's normals (the mean's squash when
   deterministic).
-- :class:`Critic`: the Q of every agent of a group, from its own input and action (IDDPG, ISAC) or, all agents'
-  at once, from the env's global state and every action of the group (the centralised critic of MADDPG, MATD3
-  and MASAC).
+- :class:`Critic`: the Q of every agent of a group, from its own input and action (IDDPG) or from the env's
+  global state, every action of the group and the agent's one-hot id (MADDPG's centralised critic).
 """
 from __future__ import annotations
 
@@ -125,24 +124,29 @@ class SquashedGaussianActor(BoxPolicy):
 class Critic(nn.Module):
     """Q of each of a group's n agents, float32 [B, n].
 
-    ``central=False`` (IDDPG, ISAC): ``forward(x [B, n, in_dim], actions [B, n, A])``, each agent's own input
-    and action, one row per agent. ``central=True`` (MADDPG, MATD3, MASAC): ``forward(state [B, in_dim = S],
-    actions [B, n, A])``, the env's global state and every action of the group in one row per transition, n
-    outputs (agent i's Q the i-th): the critic's work per transition does not grow with the agents it values
-    (a row per agent with a one-hot id would repeat the same inputs n times).
+    ``central=False`` (IDDPG): ``forward(x [B, n, in_dim], actions [B, n, A])``, each agent's own input and
+    action. ``central=True`` (MADDPG): ``forward(state [B, in_dim = S], actions [B, n, A])``, the env's global
+    state, every action of the group and the agent's one-hot id. (One row per transition with n outputs does a
+    third of this work on simple_spread, but learned less: MADDPG's return fell on both MPE tasks, one seed in
+    three of simple_spread not learning at all; docs/benchmarks.md, 2026-11-30, tenth session.)
     """
 
     def __init__(self, in_dim: int, action_dims: int, agents: int, central: bool, widths: Sequence[int],
                  activation: str, generator: torch.Generator | None = None):
         super().__init__()
         self.agents, self.central = agents, central
-        width = in_dim + agents * action_dims if central else in_dim + action_dims
-        self.net = mlp(width, widths, agents if central else 1, activation, 1.0, generator)
+        width = in_dim + agents * action_dims + agents if central else in_dim + action_dims
+        self.net = mlp(width, widths, 1, activation, 1.0, generator)
+        self.register_buffer("ids", torch.eye(agents), persistent=False)
 
     def forward(self, x: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         if self.central:
-            return self.net(torch.cat([x, actions.flatten(1)], -1))
-        return self.net(torch.cat([x, actions], -1)).squeeze(-1)
+            B, n = actions.shape[:2]
+            joint = actions.reshape(B, 1, -1).expand(B, n, -1)
+            x = torch.cat([x.unsqueeze(1).expand(B, n, -1), joint, self.ids.expand(B, n, n)], -1)
+        else:
+            x = torch.cat([x, actions], -1)
+        return self.net(x).squeeze(-1)
 
 
 __all__ = ["BoxPolicy", "Critic", "DeterministicActor", "LOG_STD_MAX", "LOG_STD_MIN", "SquashedGaussianActor",

@@ -12,8 +12,8 @@ to the policy's action, clipped to the Box (the policy's alone when evaluating).
 The actor term is computed with the critics before this update's step (TD3 steps the critics first); one
 backward and one all-reduce per update instead of two.
 
-MADDPG's critics read the env's global state and every action of the group, and value all its agents in one
-row; IDDPG's each agent's own input and action; MATD3 is MADDPG with TD3's defaults (:class:`~.ddpg_params.TD3Params`).
+MADDPG's critics read the env's global state, every action of the group and the agent's one-hot id; IDDPG's each
+agent's own input and action; MATD3 is MADDPG with TD3's defaults (:class:`~.ddpg_params.TD3Params`).
 """
 from __future__ import annotations
 

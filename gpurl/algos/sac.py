@@ -11,8 +11,8 @@ reparameterised, every agent of the group sampling its own:
 - temperature: :func:`temperature_loss`, which moves ``log alpha`` so the entropy ``-log pi`` approaches
   ``target_entropy`` times the action dimensions;
 then the target critics move towards the online ones by ``target_tau``. One backward pass and one all-reduce per
-update, as the DDPG family. MASAC's critics read the env's global state and every action of the group, and
-value all its agents in one row; ISAC's each agent's own input and action.
+update, as the DDPG family. MASAC's critics read the env's global state, every action of the group and the
+agent's one-hot id; ISAC's each agent's own input and action.
 """
 from __future__ import annotations
 
