@@ -36,12 +36,14 @@ _MPE_Q_LEARNING = dict(num_envs=256, rollout_len=50, iters=100, lr=5e-3, gamma=0
 # defaults take one update of 128 per 6 env steps (for 3 agents: 18 agent-steps), here one of 256 per 25.
 _MPE_BOX = dict(num_envs=64, rollout_len=25, iters=60, lr=1e-3, actor_lr=1e-3, gamma=0.95, target_tau=0.01,
                 q_batch=256, q_updates=64, replay_capacity=400)
-# MADDPG and IDDPG explore with 0.2 half ranges, the noise of the run that learned; MATD3, whose target actions
-# carry noise too, with TD3's 0.1 (0.2 learned less on one seed of simple_spread). SAC's temperature learns as
-# fast as the actors: at 3e-4 alpha stayed high on simple_tag's sparse tags and two seeds in three learned
-# nothing (docs/benchmarks.md, 2026-11-30, tenth session).
+# MADDPG and IDDPG explore with 0.2 half ranges, the noise of the run that learned. MATD3, whose target actions
+# carry noise too, explores with TD3's 0.1 and takes twice the updates: its actors step every second update, so
+# they step as often as MADDPG's (with 64 updates two seeds in three of simple_spread hardly learned). SAC's
+# temperature learns as fast as the actors: at 3e-4 alpha stayed high on simple_tag's sparse tags and two seeds
+# in three learned nothing (docs/benchmarks.md, 2026-11-30, tenth session).
 _BOX_ALGOS = {"maddpg": dict(exploration_std=0.2), "iddpg": dict(exploration_std=0.2),
-              "matd3": dict(exploration_std=0.1), "masac": dict(alpha_lr=1e-3), "isac": dict(alpha_lr=1e-3)}
+              "matd3": dict(exploration_std=0.1, q_updates=128), "masac": dict(alpha_lr=1e-3),
+              "isac": dict(alpha_lr=1e-3)}
 _CONTINUOUS = {"continuous_actions": True}
 
 #: name -> config values; "env_params" replaces the env's parameters as a whole.
@@ -70,10 +72,10 @@ PRESETS: dict[str, dict] = {
     **{f"simple-spread-{q}": dict(env="simple_spread", env_params={}, algo=q, **_MPE_Q_LEARNING)
        for q in ("iql", "vdn", "qmix")},
     # The Box-action family: simple_spread's team, and simple_tag's adversaries against uniformly random prey.
-    **{f"simple-spread-{algo}": dict(env="simple_spread", env_params=_CONTINUOUS, algo=algo, **_MPE_BOX, **values)
+    **{f"simple-spread-{algo}": dict(env="simple_spread", env_params=_CONTINUOUS, algo=algo, **{**_MPE_BOX, **values})
        for algo, values in _BOX_ALGOS.items()},
     **{f"simple-tag-{algo}": dict(env="simple_tag", env_params=_CONTINUOUS, algo=algo, train_groups=("adversary",),
-                                  **_MPE_BOX, **values) for algo, values in _BOX_ALGOS.items()},
+                                  **{**_MPE_BOX, **values}) for algo, values in _BOX_ALGOS.items()},
     # tag-small with a GRU actor instead of two stacked frames: the state carries the agent's own motion.
     "tag-small-gru": dict(env="tag_continuous", env_params=TAG_SMALL, num_envs=128, rollout_len=64, iters=160,
                           **{**_TAG_TRAINING, "frame_stack": 1}, recurrent="gru"),
