@@ -2,13 +2,12 @@
 storage holding one step of observations, and the Box policies of both kinds."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import gymnasium
 import numpy as np
 import torch
 
 from gpurl.algos.box_nets import DeterministicActor, SquashedGaussianActor
+from q_acting_harness import actor_setup
 
 #: What the action buffer holds before acting: outside every test Box, so a written slot shows.
 ACTION_FILL = -77.0
@@ -36,24 +35,6 @@ def box_policy(kind: str, in_dim: int, action_dims: int, widths=(32, 32), activa
 
 
 def box_actor_setup(groups: dict[str, tuple[slice, int]], obs: torch.Tensor, columns: int, env_offset: int = 0):
-    """(groups, spec, storage) for a ``BoxActor`` over ``obs`` [E, N, D]: ``groups[name] = (agents, obs_dim)``;
-    ``storage.frame_views`` / ``policy_input`` give every slot the rows of ``obs``; ``storage.actions`` [2, E, N,
-    columns] float32 is filled with ACTION_FILL (``fresh_actions()`` refills it)."""
-    E, N, _ = obs.shape
-    group_specs = {name: SimpleNamespace(agents=agents, obs_dim=dim) for name, (agents, dim) in groups.items()}
-    spec = SimpleNamespace(device=obs.device, env_offset=env_offset, num_agents=N)
-
-    class Storage:
-        def __init__(self):
-            self.fresh_actions()
-
-        def fresh_actions(self):
-            self.actions = torch.full((2, E, N, columns), ACTION_FILL, device=obs.device)
-
-        def policy_input(self, t0, t1, agents, dim):
-            return obs[None, :, agents, :dim].expand(t1 - t0, -1, -1, -1)
-
-        def frame_views(self, t0, t1, agents, dim):  # one frame: the storage's (frames, starts) of no history
-            return (self.policy_input(t0, t1, agents, dim),), ()
-
-    return group_specs, spec, Storage()
+    """(groups, spec, storage) for a ``BoxActor`` over ``obs`` [E, N, D] (q_acting_harness's stand-in):
+    ``storage.actions`` [2, E, N, columns] float32, filled with ACTION_FILL."""
+    return actor_setup(groups, obs, columns, ACTION_FILL, torch.float32, env_offset)
