@@ -115,7 +115,7 @@ def _cuda_build_on_host() -> Iterator[None]:
     """Let an env pick the CUDA build over CPU tensors (what it allows under Numba's simulator), for as long
     as the env is built and its launches recorded. The switch is read at call time by the env; numba.cuda
     is imported first so the real CUDA target, not the simulator, is what this process has."""
-    import numba.cuda  # noqa: F401
+    import numba.cuda  # noqa: F401 - imported for its side effect (see the docstring)
 
     old = os.environ.get("NUMBA_ENABLE_CUDASIM")
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -286,23 +286,35 @@ def _policies(config: EnvConfig, env) -> dict[str, object]:
     return dict(out.values())
 
 
+def packed_actor_launch(kernel, signature: dict, constexprs: dict, config: EnvConfig, p, rows: int, per_launch: int,
+                        written: int, detail: str, extra: dict) -> TritonLaunch:
+    """A fused actor's launch over ``rows`` rows of the packed policy ``p``. Each row's input is read once;
+    the weights and ``per_launch`` more bytes (step, seed, ...) once per launch (every program reads them; L2
+    serves the repeats); ``written`` bytes in all."""
+    from gpurl.fusion.actor import launch_warps
+
+    weights = sum(t.numel() * t.element_size() for t in p.tensors() if isinstance(t, torch.Tensor))
+    read = rows * p.in_dim * 4 + weights + per_launch
+    return TritonLaunch(kernel.__name__, config.name, kernel, signature, constexprs, launch_warps(p),
+                        -(-rows // constexprs["BLOCK_B"]), rows, read, written, f"{detail}, {rows:.0e} rows", extra)
+
+
 def actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS) -> TritonLaunch:
     """The fused actor over ``rows`` rows of ``policy`` (the preset's policy for ``group``)."""
-    from gpurl.fusion.actor import ACTOR_SM90_SIGNATURE, actor_constexprs, actor_fused_kernel, launch_warps
+    from gpurl.fusion.actor import ACTOR_SM90_SIGNATURE, actor_constexprs, actor_fused_kernel
     from gpurl.fusion.packing import PackedPolicy
 
     p = PackedPolicy(policy, policy.activation)
-    constexprs = actor_constexprs(p)
-    rows_per_program = constexprs["BLOCK_B"]
-    weights = sum(t.numel() * t.element_size() for t in p.tensors() if isinstance(t, torch.Tensor))
-    # Each row: its input read once; action (int64 per head), log-prob and value written once. Weights,
-    # normalisation and nvec are read once per launch (every program reads them; L2 serves the repeats).
-    read = rows * p.in_dim * 4 + weights + 8 + 16
-    written = rows * (8 * p.heads + 4 + 4)
-    return TritonLaunch("actor_fused_kernel", config.name, actor_fused_kernel, ACTOR_SM90_SIGNATURE, constexprs,
-                        launch_warps(p), -(-rows // rows_per_program), rows, read, written,
-                        f"{group} policy: in {p.in_dim}, heads {p.nvec}, hidden {p.HP} x {p.layers}, "
-                        f"{rows:.0e} rows", dict(policy=policy, packed=p))
+    # Per row: action (int64 per head), log-prob and value written; per launch: step and seed read.
+    return packed_actor_launch(actor_fused_kernel, ACTOR_SM90_SIGNATURE, actor_constexprs(p), config, p, rows, 8 + 16,
+                               rows * (8 * p.heads + 4 + 4),
+                               f"{group} policy: in {p.in_dim}, heads {p.nvec}, hidden {p.HP} x {p.layers}",
+                               dict(policy=policy, packed=p))
+
+
+def _widths(policy) -> list[int]:
+    """The hidden widths of ``policy``'s actor MLP (what the other families build their networks with)."""
+    return [m.out_features for m in policy.actor if isinstance(m, torch.nn.Linear)][:-1]
 
 
 def gru_actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS) -> TritonLaunch:
@@ -315,10 +327,9 @@ def gru_actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_RO
                                         gru_launch_warps)
     from gpurl.fusion.packing import PackedRecurrentPolicy
 
-    widths = [m.out_features for m in policy.actor if isinstance(m, torch.nn.Linear)][:-1]
     nvec = policy.dist.nvec
     space = MultiDiscrete(nvec) if len(nvec) > 1 else Discrete(nvec[0])
-    recurrent = ActorCritic(policy.in_dim, space, widths, policy.activation, hasattr(policy.obs_norm, "mean"),
+    recurrent = ActorCritic(policy.in_dim, space, _widths(policy), policy.activation, hasattr(policy.obs_norm, "mean"),
                             torch.Generator().manual_seed(0), recurrent=True, critic=False)
     p = PackedRecurrentPolicy(recurrent, recurrent.activation)
     constexprs = gru_actor_constexprs(p)
@@ -340,23 +351,17 @@ def q_actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS
     from gymnasium.spaces import Discrete
 
     from gpurl.algos.q_nets import QNetwork
-    from gpurl.fusion.actor import launch_warps
     from gpurl.fusion.q_actor import Q_ACTOR_SM90_SIGNATURE, pack_q_network, q_actor_constexprs, q_actor_fused_kernel
 
-    widths = [m.out_features for m in policy.actor if isinstance(m, torch.nn.Linear)][:-1]
     (actions,) = policy.dist.nvec
-    net = QNetwork(policy.in_dim, Discrete(actions), widths, policy.activation, torch.Generator().manual_seed(0))
+    net = QNetwork(policy.in_dim, Discrete(actions), _widths(policy), policy.activation,
+                   torch.Generator().manual_seed(0))
     p = pack_q_network(net.net, actions, policy.activation)
-    constexprs = q_actor_constexprs(p)
-    weights = sum(t.numel() * t.element_size() for t in p.tensors())
-    # Each row: its input read once, its action (int64) written once; weights, step, seed and epsilon
-    # once per launch (L2 serves the repeats).
-    read = rows * p.in_dim * 4 + weights + 8 + 16 + 4
-    written = rows * 8
-    return TritonLaunch("q_actor_fused_kernel", config.name, q_actor_fused_kernel, Q_ACTOR_SM90_SIGNATURE, constexprs,
-                        launch_warps(p), -(-rows // constexprs["BLOCK_B"]), rows, read, written,
-                        f"{group} Q-network: in {p.in_dim}, {actions} actions, hidden {p.HP} x {p.layers}, "
-                        f"{rows:.0e} rows", dict(policy=net, packed=p))
+    # Per row: the action (int64) written; per launch: step, seed and epsilon read.
+    return packed_actor_launch(q_actor_fused_kernel, Q_ACTOR_SM90_SIGNATURE, q_actor_constexprs(p), config, p, rows,
+                               8 + 16 + 4, rows * 8,
+                               f"{group} Q-network: in {p.in_dim}, {actions} actions, hidden {p.HP} x {p.layers}",
+                               dict(policy=net, packed=p))
 
 
 def box_actor_launch(config: EnvConfig, group: str, policy, kind: str, rows: int = ACTOR_ROWS) -> TritonLaunch:
@@ -367,25 +372,19 @@ def box_actor_launch(config: EnvConfig, group: str, policy, kind: str, rows: int
     from gymnasium.spaces import Box
 
     from gpurl.algos.box_nets import DeterministicActor, SquashedGaussianActor
-    from gpurl.fusion.actor import launch_warps
     from gpurl.fusion.box_actor import (BOX_ACTOR_SM90_SIGNATURE, box_actor_constexprs, box_actor_fused_kernel,
                                         pack_box_policy)
 
-    widths = [m.out_features for m in policy.actor if isinstance(m, torch.nn.Linear)][:-1]
     (dims,) = policy.dist.nvec
     cls = {"deterministic": DeterministicActor, "squashed": SquashedGaussianActor}[kind]
-    actor = cls(policy.in_dim, Box(0.0, 1.0, (dims,)), widths, policy.activation, torch.Generator().manual_seed(0))
+    actor = cls(policy.in_dim, Box(0.0, 1.0, (dims,)), _widths(policy), policy.activation,
+                torch.Generator().manual_seed(0))
     p = pack_box_policy(actor.net, dims, actor.outputs_per_dim, policy.activation)
-    constexprs = box_actor_constexprs(p, noise=True)
-    weights = sum(t.numel() * t.element_size() for t in p.tensors()) + 2 * 4 * dims  # and the Box's bounds
-    # Each row: its input read once, its actions (float32) written once; weights, bounds, step, seed and std
-    # once per launch (L2 serves the repeats).
-    read = rows * p.in_dim * 4 + weights + 8 + 16 + 4
-    written = rows * 4 * dims
-    return TritonLaunch("box_actor_fused_kernel", config.name, box_actor_fused_kernel, BOX_ACTOR_SM90_SIGNATURE,
-                        constexprs, launch_warps(p), -(-rows // constexprs["BLOCK_B"]), rows, read, written,
-                        f"{group} {kind} Box policy: in {p.in_dim}, Box({dims}), hidden {p.HP} x {p.layers}, "
-                        f"{rows:.0e} rows", dict(policy=actor, packed=p))
+    # Per row: the actions (float32) written; per launch: the Box's bounds, step, seed and std read.
+    return packed_actor_launch(box_actor_fused_kernel, BOX_ACTOR_SM90_SIGNATURE, box_actor_constexprs(p, noise=True),
+                               config, p, rows, 2 * 4 * dims + 8 + 16 + 4, rows * 4 * dims,
+                               f"{group} {kind} Box policy: in {p.in_dim}, Box({dims}), hidden {p.HP} x {p.layers}",
+                               dict(policy=actor, packed=p))
 
 
 def gae_launch(config: EnvConfig, num_agents: int) -> TritonLaunch:

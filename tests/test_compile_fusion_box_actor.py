@@ -14,13 +14,13 @@ dots are 3xTF32 on tensor cores as the PPO actor's.
 from __future__ import annotations
 
 import inspect
-import re
 
 import gymnasium
 import pytest
 import torch
 
-from gpurl.kernels.aot import compile_triton_sm90, float64_instructions, ptxas_resources
+from fused_actor_ptx import check_fused_actor_build
+from gpurl.kernels.aot import compile_triton_sm90
 
 pytestmark = pytest.mark.compile
 
@@ -31,7 +31,6 @@ from gpurl.fusion.actor import launch_warps  # noqa: E402
 from gpurl.fusion.box_actor import (BOX_ACTOR_SM90_SIGNATURE, box_actor_constexprs,  # noqa: E402
                                     box_actor_fused_kernel, pack_box_policy)
 
-H100_SHARED_PER_BLOCK = 227 * 1024
 KINDS = {"deterministic": DeterministicActor, "squashed": SquashedGaussianActor}
 
 # name: (in_dim, action dims, widths, activation, expected (IP, HP, NP, BLOCK_B, warps))
@@ -69,18 +68,7 @@ def compiled(request):
 
 def test_box_actor_compiles_for_sm90_without_float64_or_spills(compiled, ptxas):
     (name, kind, noise), kernel = compiled
-    ptx, cubin = kernel.asm["ptx"], kernel.asm["cubin"]
-    assert re.search(r"\.target sm_90a?\b", ptx) and ".entry box_actor_fused_kernel" in ptx
-    assert float64_instructions(ptx) == []
+    label = f"{name} {kind} {'noise' if noise else 'no noise'}"
+    ptx = check_fused_actor_build(kernel, "box_actor_fused_kernel", label, NETWORKS[name][4][4],
+                                  (r"st\.global\S*\.b32", "float32"), ptxas)
     assert "__nv_cosf" not in ptx
-    assert cubin[:4] == b"\x7fELF"
-    assert "cvt.rna.tf32.f32" in ptx and "mma" in ptx, "the dots run on tensor cores, as 3xTF32"
-    assert re.search(r"st\.global\S*\.b32", ptx), "the actions are stored as float32"
-    assert kernel.metadata.num_warps == NETWORKS[name][4][4]
-    assert kernel.metadata.shared <= H100_SHARED_PER_BLOCK, f"{name}: {kernel.metadata.shared} B shared"
-    r = ptxas_resources(ptx, ptxas)["box_actor_fused_kernel"]
-    print(f"\nbox_actor_fused_kernel {name} {kind} {'noise' if noise else 'no noise'} ({r.arch}, "
-          f"{kernel.metadata.num_warps} warps): {r.registers} registers, {r.spill_stores} B spill stores, "
-          f"{r.spill_loads} B spill loads, {r.stack_frame} B stack frame, {kernel.metadata.shared} B shared memory")
-    assert r.registers <= 255
-    assert r.spills == 0, f"{name} {kind}: spills {r.spill_stores} B stores, {r.spill_loads} B loads"

@@ -11,13 +11,13 @@ and spills are read with the toolkit's ``ptxas -v`` (:func:`gpurl.kernels.aot.pt
 from __future__ import annotations
 
 import inspect
-import re
 
 import gymnasium
 import pytest
 import torch
 
-from gpurl.kernels.aot import compile_triton_sm90, float64_instructions, ptxas_resources
+from fused_actor_ptx import check_fused_actor_build
+from gpurl.kernels.aot import compile_triton_sm90
 
 pytestmark = pytest.mark.compile
 
@@ -27,8 +27,6 @@ from gpurl.algos.q_nets import QNetwork  # noqa: E402
 from gpurl.fusion.actor import launch_warps  # noqa: E402
 from gpurl.fusion.q_actor import (Q_ACTOR_SM90_SIGNATURE, pack_q_network, q_actor_constexprs,  # noqa: E402
                                   q_actor_fused_kernel)
-
-H100_SHARED_PER_BLOCK = 227 * 1024
 
 # name: (in_dim, actions, widths, activation, expected (IP, HP, NP, BLOCK_B, warps))
 NETWORKS = {
@@ -63,17 +61,5 @@ def compiled(request):
 
 def test_q_actor_compiles_for_sm90_without_float64_or_spills(compiled, ptxas):
     name, kernel = compiled
-    ptx, cubin = kernel.asm["ptx"], kernel.asm["cubin"]
-    assert re.search(r"\.target sm_90a?\b", ptx) and ".entry q_actor_fused_kernel" in ptx
-    assert float64_instructions(ptx) == []
-    assert cubin[:4] == b"\x7fELF"
-    assert "cvt.rna.tf32.f32" in ptx and "mma" in ptx, "the dots run on tensor cores, as 3xTF32"
-    assert re.search(r"st\.global\S*\.b64", ptx), "the action is stored as int64"
-    assert kernel.metadata.num_warps == NETWORKS[name][4][4]
-    assert kernel.metadata.shared <= H100_SHARED_PER_BLOCK, f"{name}: {kernel.metadata.shared} B shared"
-    r = ptxas_resources(ptx, ptxas)["q_actor_fused_kernel"]
-    print(f"\nq_actor_fused_kernel {name} ({r.arch}, {kernel.metadata.num_warps} warps): {r.registers} registers, "
-          f"{r.spill_stores} B spill stores, {r.spill_loads} B spill loads, {r.stack_frame} B stack frame, "
-          f"{kernel.metadata.shared} B shared memory")
-    assert r.registers <= 255
-    assert r.spills == 0, f"{name}: spills {r.spill_stores} B stores, {r.spill_loads} B loads"
+    check_fused_actor_build(kernel, "q_actor_fused_kernel", name, NETWORKS[name][4][4],
+                            (r"st\.global\S*\.b64", "int64"), ptxas)
