@@ -45,13 +45,18 @@ squashed mean; BenchMARL: its policy under ``ExplorationType.DETERMINISTIC``, as
 uniformly random policy. The figure is gpurl's evaluation return: per episode, each agent's summed reward,
 averaged over the agents (gpurl.train.evaluation.play_episodes); mean over episodes with its 95% interval.
 
-Ends with ``RESULT {json}``: per algorithm, both sides' frames, seconds, frames/s and returns, the fps ratio
-and the verdict.
+The floor: with two untimed iterations, the matrix products of one iteration of each side are recorded (BenchMARL's
+second iteration; gpurl's second iteration of a separate run whose acting and learning are eager, the same products
+as its compiled ones) and timed alone on the same threads (bench/peers_lib/gemm_floor.py). A side's iteration
+cannot take less than its products; BenchMARL's iteration over them bounds the ratio any implementation of the
+same work could reach on these CPUs.
+
+Ends with ``RESULT {json}``: per algorithm, both sides' frames, seconds, frames/s, returns and matrix products
+(GFLOP, calls, seconds alone per iteration), the fps ratio, its bounds and the verdict.
 """
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 import os
 import tempfile
@@ -62,44 +67,24 @@ from pathlib import Path
 import torch
 
 from _common import describe_machine, print_result
+from peers_lib.benchmarl_side import (BATCH_FRAMES, ENV, ENV_PARAMS, GROUP, MEMORY, TRAIN_BATCH, UPDATES, WARMUP,
+                                      Alternate, BenchmarlPolicy, benchmarl_experiment, benchmarl_values,
+                                      import_benchmarl)
+from peers_lib.gemm_floor import GemmRecorder, gemm_seconds
 from gpurl.envs import make
-from gpurl.train import build_config
+from gpurl.train import Trainer, build_config
 from gpurl.train.evaluation import RandomPolicy, play_episodes, summarize
 from gpurl.train.policy import TrainedPolicy, read_checkpoint
 from gpurl.train.presets import PRESETS
 from gpurl.train.process import configure_process
 from gpurl.train.run import TrainingRun
 
-ENV = "simple_spread"
-ENV_PARAMS = {"continuous_actions": True, "max_cycles": 25}
-GROUP = "agent"
-#: BenchMARL's off-policy defaults (benchmarl/conf/experiment/base_experiment.yaml): frames per iteration,
-#: updates per iteration, frames per update, replay frames
-BATCH_FRAMES, UPDATES, TRAIN_BATCH, MEMORY = 6000, 1000, 128, 1_000_000
-#: iterations not timed on either side (gpurl's rule: the first builds the env kernels)
-WARMUP = 2
+#: the issue's target: gpurl's frames/s over BenchMARL's
 TARGET_RATIO = 5.0
 
 
 def _quiet(*args, **kwargs) -> None:
     pass
-
-
-def import_benchmarl():
-    """BenchMARL's pieces, through gpurl's adapter (imported first: it readies TorchRL for BenchMARL 1.5.1)."""
-    from gpurl.envs.adapters.benchmarl import GpurlTask
-
-    from benchmarl.algorithms import MaddpgConfig, MasacConfig
-    from benchmarl.experiment import Experiment, ExperimentConfig
-    from benchmarl.models.mlp import MlpConfig
-
-    import benchmarl.experiment.experiment as experiment_module
-
-    # Its progress bar off (its rate would count the gpurl iterations run in between): this script prints its own.
-    experiment_module.tqdm = functools.partial(experiment_module.tqdm, disable=True)
-
-    return dict(GpurlTask=GpurlTask, configs={"maddpg": MaddpgConfig, "masac": MasacConfig}, Experiment=Experiment,
-                ExperimentConfig=ExperimentConfig, MlpConfig=MlpConfig)
 
 
 class Plan:
@@ -127,9 +112,9 @@ class Plan:
                 f"torch threads; seed {self.seed}; iterations not timed: the first {self.warmup} of each side")
 
 
-def gpurl_config(algo: str, plan: Plan, log_dir: str):
+def gpurl_config(algo: str, plan: Plan, log_dir: str, **overrides):
     """gpurl's ``simple-spread-<algo>`` preset with the shared sizes over it (and, unless ``plan.gpurl_own``,
-    BenchMARL's updates per frame, batch and networks)."""
+    BenchMARL's updates per frame, batch and networks), then ``overrides``."""
     preset = f"simple-spread-{algo}"
     if plan.gpurl_own:  # the preset's updates per frame, scaled to this iteration's frames; its batch and networks
         values = PRESETS[preset]
@@ -137,67 +122,23 @@ def gpurl_config(algo: str, plan: Plan, log_dir: str):
         work = dict(q_updates=round(plan.batch_frames * per_frame))
     else:
         work = dict(q_updates=plan.updates, q_batch=TRAIN_BATCH, hidden=tuple(plan.hidden), activation="tanh")
-    return build_config(preset, env_params=dict(ENV_PARAMS), num_envs=plan.num_envs, rollout_len=plan.rollout_len,
-                        iters=plan.iterations, replay_capacity=math.ceil(plan.memory / plan.num_envs),
-                        replay_in_checkpoint=False, seed=plan.seed, device="cpu", torch_threads=plan.threads,
-                        eval_episodes=0, checkpoint_every=0, log_every=plan.iterations, progress=False,
-                        log_dir=log_dir, **work)
+    values = dict(env_params=dict(ENV_PARAMS), num_envs=plan.num_envs, rollout_len=plan.rollout_len,
+                  iters=plan.iterations, replay_capacity=math.ceil(plan.memory / plan.num_envs),
+                  replay_in_checkpoint=False, seed=plan.seed, device="cpu", torch_threads=plan.threads,
+                  eval_episodes=0, checkpoint_every=0, log_every=plan.iterations, progress=False, log_dir=log_dir,
+                  **work)
+    return build_config(preset, **{**values, **overrides})
 
 
-def benchmarl_experiment(bm: dict, algo: str, plan: Plan, save_folder: str, callbacks: list):
-    """BenchMARL's defaults with the shared sizes, loggers, evaluation and checkpoints off."""
-    config = bm["ExperimentConfig"].get_from_yaml()
-    config.sampling_device = config.train_device = config.buffer_device = "cpu"
-    config.prefer_continuous_actions = True
-    config.max_n_frames, config.max_n_iters = plan.frames, None
-    config.off_policy_collected_frames_per_batch = plan.batch_frames
-    config.off_policy_n_envs_per_worker = plan.num_envs
-    config.off_policy_n_optimizer_steps = plan.updates
-    config.off_policy_train_batch_size = TRAIN_BATCH
-    config.off_policy_memory_size = plan.memory
-    config.evaluation, config.render, config.loggers, config.create_json = False, False, [], False
-    config.checkpoint_interval, config.checkpoint_at_end = 0, False
-    config.save_folder = save_folder
-    model = bm["MlpConfig"].get_from_yaml()
-    model.num_cells, model.activation_class = list(plan.hidden), torch.nn.Tanh
-    critic = bm["MlpConfig"].get_from_yaml()
-    critic.num_cells, critic.activation_class = list(plan.hidden), torch.nn.Tanh
-    task = bm["GpurlTask"].SIMPLE_SPREAD.get_task(config=dict(ENV_PARAMS))
-    return bm["Experiment"](task=task, algorithm_config=bm["configs"][algo].get_from_yaml(), model_config=model,
-                            critic_model_config=critic, seed=plan.seed, config=config, callbacks=callbacks)
-
-
-def benchmarl_values(experiment) -> str:
-    c, a = experiment.config, experiment.algorithm_config
-    shown = {k: getattr(c, k) for k in ("gamma", "lr", "adam_eps", "clip_grad_norm", "clip_grad_val",
-                                        "soft_target_update", "polyak_tau", "exploration_eps_init",
-                                        "exploration_eps_end", "exploration_anneal_frames", "share_policy_params")}
-    return " ".join(f"{k}={v}" for k, v in {**shown, **vars(a)}.items())
-
-
-class BenchmarlPolicy:
-    """BenchMARL's trained policy called like a gpurl policy: obs [E, N, obs_dim] -> actions [E, N, dims],
-    deterministic (``ExplorationType.DETERMINISTIC``, as BenchMARL's own evaluation)."""
-
-    def __init__(self, experiment, env):
-        self.policy, self.env = experiment.policy, env
-        self.actions = torch.zeros(env.num_envs, env.num_agents, env.action_dims, device=env.device)
-
-    @torch.no_grad()
-    def __call__(self, obs: torch.Tensor, starts=None) -> torch.Tensor:
-        from tensordict import TensorDict
-        from torchrl.envs.utils import ExplorationType, set_exploration_type
-
-        E = obs.shape[0]
-        groups = {name: TensorDict({"observation": obs[:, g.agents, :g.obs_dim]},
-                                   batch_size=[E, g.agents.stop - g.agents.start])
-                  for name, g in self.env.groups.items()}
-        with set_exploration_type(ExplorationType.DETERMINISTIC):
-            out = self.policy(TensorDict(groups, batch_size=[E]))
-        for name, g in self.env.groups.items():
-            action = out[name, "action"]
-            self.actions[:, g.agents, :action.shape[-1]] = action
-        return self.actions
+def gpurl_gemms(algo: str, plan: Plan, log_dir: str) -> GemmRecorder:
+    """The matrix products of one gpurl iteration that learns (its second), acting and learning eager: a compiled
+    region's products are hidden from the recorder, and they are the same products."""
+    trainer = Trainer(gpurl_config(algo, plan, log_dir, iters=2, policy_backend="eager", learner_backend="eager"))
+    trainer.iterate()
+    recorder = GemmRecorder()
+    with recorder:
+        trainer.iterate()
+    return recorder
 
 
 def evaluate(policy_of, episodes: int, seed: int) -> dict:
@@ -210,49 +151,6 @@ def evaluate(policy_of, episodes: int, seed: int) -> dict:
     return summarize(totals[f"return/{GROUP}"])
 
 
-class Alternate:
-    """A BenchMARL callback (duck-typed, BenchMARL being optional) that runs ``step(k)``, gpurl's iteration k,
-    at the end of BenchMARL's iteration k: ``marks`` the times BenchMARL's iterations ended, ``steps`` the
-    seconds each call of ``step`` took (out of BenchMARL's next iteration's time), ``collected`` the times its
-    batches were collected (its learning follows)."""
-
-    def __init__(self, label: str, step):
-        self.experiment, self.label, self.step, self.start = None, label, step, 0.0
-        self.marks, self.steps, self.collected = [], [], []
-
-    def __getstate__(self):  # BenchMARL pickles its callbacks into its folder: nothing of this is state
-        return {}
-
-    def on_train_end(self, training_td, group) -> None:
-        self.marks.append(time.perf_counter())
-        k = len(self.marks) - 1
-        bm_seconds = self.marks[k] - (self.marks[k - 1] + self.steps[k - 1] if k else self.start)
-        s0 = time.perf_counter()
-        self.step(k)
-        self.steps.append(time.perf_counter() - s0)
-        print(f"  {self.label} iteration {k + 1}: BenchMARL {bm_seconds:.1f} s, gpurl {self.steps[-1]:.1f} s "
-              f"(load average {os.getloadavg()[0]:.2f})", flush=True)
-
-    def on_batch_collected(self, batch) -> None:
-        self.collected.append(time.perf_counter())
-
-    # The rest of BenchMARL's callback interface, unused.
-    def on_train_step(self, batch, group):
-        return None
-
-    def on_setup(self) -> None:
-        pass
-
-    def on_load_state_dict(self, state_dict) -> None:
-        pass
-
-    def on_evaluation_end(self, rollouts) -> None:
-        pass
-
-    def on_state_dict(self, state_dict) -> None:
-        pass
-
-
 def run_pair(bm: dict, algo: str, plan: Plan, eval_episodes: int) -> dict:
     """Both sides of one algorithm, iteration by iteration; their figures and returns."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -263,7 +161,8 @@ def run_pair(bm: dict, algo: str, plan: Plan, eval_episodes: int) -> dict:
             if not run.done:
                 run.step()
 
-        alternate = Alternate(algo, gpurl_step)
+        # BenchMARL's second iteration, untimed, records its matrix products (with two iterations untimed)
+        alternate = Alternate(algo, gpurl_step, record=1 if plan.warmup >= 2 else None)
         s0 = time.perf_counter()
         experiment = benchmarl_experiment(bm, algo, plan, tmp, [alternate])
         bm_setup = time.perf_counter() - s0
@@ -308,6 +207,8 @@ def run_pair(bm: dict, algo: str, plan: Plan, eval_episodes: int) -> dict:
             "benchmarl": evaluate(lambda env: BenchmarlPolicy(experiment, env), eval_episodes, eval_seed),
             "random": evaluate(lambda env: RandomPolicy(env, eval_seed), eval_episodes, eval_seed),
         }
+        gemms = {"benchmarl": alternate.gemms if alternate.record is not None else None,
+                 "gpurl": gpurl_gemms(algo, plan, str(Path(tmp) / "gemms")) if alternate.record is not None else None}
     p = cfg.algo_params
     sides = {
         "gpurl": {"frames": plan.frames, "timed_frames": result["timed_iterations"] * plan.batch_frames,
@@ -320,6 +221,7 @@ def run_pair(bm: dict, algo: str, plan: Plan, eval_episodes: int) -> dict:
     for side, row in sides.items():
         row["frames_per_s"] = row["timed_frames"] / row["seconds"] if row["seconds"] else None
         row["return"] = returns[side]
+        row.update(gemm_floor(gemms[side]))
     sides["gpurl"]["iteration_seconds"] = gpurl_steps  # its step calls: the last one's checkpoint write included
     sides["benchmarl"]["iteration_seconds"] = bm_iteration
     # Collection (acting, env steps, into the replay) and learning, over the timed iterations
@@ -334,6 +236,14 @@ def run_pair(bm: dict, algo: str, plan: Plan, eval_episodes: int) -> dict:
     return {**sides, "return_random": returns["random"], "load_before": load_before, "load_after": load_after}
 
 
+def gemm_floor(recorder: GemmRecorder | None) -> dict:
+    """One iteration's matrix products (:mod:`peers_lib.gemm_floor`): their GFLOP, calls and seconds alone."""
+    if recorder is None:
+        return {}
+    return {"gemm_gflop_per_iteration": recorder.flops / 1e9, "gemm_calls_per_iteration": sum(recorder.calls.values()),
+            "gemm_seconds_per_iteration": gemm_seconds(recorder)}
+
+
 def verdict(pair: dict) -> dict:
     g, b = pair["gpurl"], pair["benchmarl"]
     ratio = g["frames_per_s"] / b["frames_per_s"] if g["frames_per_s"] and b["frames_per_s"] else None
@@ -343,6 +253,31 @@ def verdict(pair: dict) -> dict:
     return {"fps_ratio": ratio, "fps_target_met": ratio is not None and ratio >= TARGET_RATIO,
             "return_difference": diff, "return_difference_ci95": half, "return": word,
             "return_target_met": word != "worse"}
+
+
+def print_gemm_floor(pairs: dict, plan: Plan) -> None:
+    """Each side's matrix products of one iteration beside its timed iteration, and the bound they set on the
+    frames/s ratio (a side's iteration cannot take less than its products alone)."""
+    if not all("gemm_seconds_per_iteration" in pair[side] for pair in pairs.values() for side in ("gpurl", "benchmarl")):
+        return
+    print(f"\nmatrix products of one iteration (recorded, then timed alone; peers_lib/gemm_floor.py):\n{'algo':<8}"
+          f"{'side':<11}{'GFLOP':>8}{'calls':>8}{'alone s':>9}{'iteration s':>13}{'share':>7}")
+    for algo, pair in pairs.items():
+        for side in ("gpurl", "benchmarl"):
+            r = pair[side]
+            iteration = r["seconds"] / (r["timed_frames"] / plan.batch_frames)
+            r["iteration_seconds_timed_mean"] = iteration
+            print(f"{algo:<8}{side:<11}{r['gemm_gflop_per_iteration']:>8.2f}{r['gemm_calls_per_iteration']:>8}"
+                  f"{r['gemm_seconds_per_iteration']:>9.2f}{iteration:>13.2f}"
+                  f"{r['gemm_seconds_per_iteration'] / iteration:>7.0%}")
+        g, b = pair["gpurl"], pair["benchmarl"]
+        pair["fps_ratio_bound"] = b["iteration_seconds_timed_mean"] / g["gemm_seconds_per_iteration"]
+        pair["fps_ratio_bound_same_products"] = b["iteration_seconds_timed_mean"] / b["gemm_seconds_per_iteration"]
+        print(f"{algo}: BenchMARL's iteration over gpurl's products alone: {pair['fps_ratio_bound']:.2f}x, over its "
+              f"own: {pair['fps_ratio_bound_same_products']:.2f}x (the most any implementation of that work could "
+              "gain on these CPUs)")
+    print("(recorded: BenchMARL's second iteration, gpurl's second iteration of a separate run with eager acting and "
+          "learning: the same products as its compiled ones)")
 
 
 def main() -> None:
@@ -423,6 +358,7 @@ def main() -> None:
                   f"{ups:>11.1f}")
     print("(gpurl: its own phase timers, collect = act + env + bookkeeping + replay; BenchMARL: from the start of "
           "an iteration to its batch's callback, the rest learning)")
+    print_gemm_floor(pairs, plan)
     for algo, pair in pairs.items():
         v = pair["verdict"]
         print(f"{algo}: gpurl/BenchMARL frames/s {v['fps_ratio']:.2f}x (target {TARGET_RATIO:g}x: "

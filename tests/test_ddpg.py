@@ -79,3 +79,48 @@ def test_an_env_without_box_actions_is_refused_with_what_to_do():
                             "--eval-episodes", "0", "--algo", "iddpg"])  # MultiDiscrete actions
     with pytest.raises(ParameterError, match="act in 1-d Box spaces.*continuous_actions=True"):
         Trainer(cfg)
+
+
+def per_parameter_adam(flat_state: dict, parameters: list[torch.Tensor]) -> dict:
+    """A flat Adam's state as ``torch.optim.Adam(parameters)`` laid it out (one state per tensor): the layout of
+    the family's checkpoints before its networks became views of one flat parameter."""
+    moments = flat_state["state"][0]
+    sizes = [q.numel() for q in parameters]
+    parts = {name: moments[name].split(sizes) for name in ("exp_avg", "exp_avg_sq")}
+    state = {i: {"step": moments["step"].clone(), **{name: parts[name][i].view(q.shape).clone() for name in parts}}
+             for i, q in enumerate(parameters)}
+    return {"state": state, "param_groups": [{**flat_state["param_groups"][0], "params": list(range(len(sizes)))}]}
+
+
+@pytest.mark.parametrize("algo", ["matd3", "masac"])
+def test_a_checkpoint_from_before_the_flat_parameter_loads_and_continues_the_same(algo):
+    """A checkpoint whose optimizers were torch.optim.Adam over each network tensor (``critics.parameters()``,
+    ``actors.parameters()``, ``log_alpha.parameters()``) and which holds no iteration count loads into the flat
+    optimizers: their moments are the saved ones, and the next iteration ends where the saving run's does."""
+    from gpurl.train import Trainer
+
+    cfg = config_from_args([*CONTINUOUS_ARGS, "--algo", algo, "--iters", "6"])
+    saving, loading = Trainer(cfg), Trainer(cfg)
+    for _ in range(3):
+        saving.iterate()
+    algo_state = saving.algo.state_dict()
+    old = dict(algo_state, optimizer=per_parameter_adam(algo_state["optimizer"], [*saving.algo.critics.parameters()]),
+               actor_optimizer=per_parameter_adam(algo_state["actor_optimizer"], [*saving.algo.actors.parameters()]))
+    if algo == "masac":
+        old["alpha_optimizer"] = per_parameter_adam(algo_state["alpha_optimizer"],
+                                                    [*saving.algo.log_alpha.parameters()])
+    del old["iteration"]
+    assert len(old["optimizer"]["state"]) > 2
+    whole = saving.state_dict()
+    whole["algo_state"] = old
+    loading.load_state_dict(whole)
+    for key, adam in saving.algo.optimizers.items():
+        loaded = loading.algo.optimizers[key]
+        assert torch.equal(loaded.exp_avg, adam.exp_avg) and torch.equal(loaded.exp_avg_sq, adam.exp_avg_sq), key
+        assert loaded.step.item() == adam.step.item() > 0
+    saving.algo.learner.iteration = 0  # the old checkpoint's learning-rate schedule starts again (constant here)
+    saving.iterate()
+    loading.iterate()
+    for name, tensor in saving.algo.nets.state_dict().items():
+        torch.testing.assert_close(loading.algo.nets.state_dict()[name], tensor, atol=0, rtol=0, msg=name)
+

@@ -13,7 +13,7 @@ import torch
 
 from gpurl.algos.compiling import compile_step
 from gpurl.algos.flat import FlatParameters
-from gpurl.algos.flat_adam import FlatAdam
+from gpurl.algos.flat_adam import FlatAdam, flat_adam_state
 from gpurl.algos.nets import ActorCritic
 from gpurl.algos.ppo_loss import (STAT_NAMES, GroupBatch, LossCoefficients, advantage_moments, groups_loss, ppo_loss,
                                  stat_row)
@@ -170,7 +170,7 @@ def test_the_compiled_gradient_is_the_autograd_gradient(algo):
     for m in learner.minibatch_ids:
         args = (learner.objective, learner.flat, "trainable.", m, inputs)
         want, want_stats = gradient_autograd(*args)
-        got, got_stats = gradient_compiled(*args)
+        got, got_stats = gradient_compiled[False](*args)
         assert want.shape == learner.flat.param.shape and want.abs().max() > 0
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6 * want.abs().max().item())
         torch.testing.assert_close(got_stats, want_stats, rtol=1e-5, atol=1e-6)
@@ -236,6 +236,42 @@ def test_clipping_is_clip_grad_norm_per_network_and_adam_is_torch_adam():
     one = torch.optim.Adam([torch.nn.Parameter(flat.data.clone())], lr=1e-2, eps=1e-5)
     one.load_state_dict(adam.state_dict())  # a flat Adam's state is a one-parameter torch Adam's
     assert torch.equal(one.state_dict()["state"][0]["exp_avg"], adam.exp_avg)
+
+
+def test_adams_over_spans_step_only_their_own_and_a_per_tensor_state_converts():
+    """Two FlatAdams over spans of one flat parameter, with their own learning rates, the second stepping every
+    other time (the off-policy actor-critics' critics and delayed actors) against a torch.optim.Adam per span; then
+    flat_adam_state turns each torch Adam's per-tensor state dict into the flat Adam's, and refuses one whose
+    tensors took different step counts."""
+    nets = torch.nn.ModuleDict({"a": torch.nn.Linear(5, 3), "b": torch.nn.Linear(2, 4)})
+    flat = FlatParameters(nets)
+    spans = [flat.spans["a"], flat.spans["b"]]
+    adams = [FlatAdam(flat.data, lr, eps=1e-8, span=span) for lr, span in zip((1e-2, 3e-3), spans)]
+    reference = [p.detach().clone().requires_grad_() for p in nets.parameters()]
+    torch_adams = [torch.optim.Adam(reference[:2], lr=1e-2), torch.optim.Adam(reference[2:], lr=3e-3)]
+    g = torch.Generator().manual_seed(0)
+    for k in range(4):
+        grad = torch.randn(flat.param.shape, generator=g)
+        due = adams if k % 2 else adams[:1]
+        apply_gradient(flat, due, grad, max_grad_norm=0.0)
+        for p, part in zip(reference, grad.split(flat.sizes)):
+            p.grad = part.view(p.shape).clone()
+        for torch_adam in torch_adams[:len(due)]:
+            torch_adam.step()
+        torch.testing.assert_close(flat.param.detach(), torch.cat([p.detach().reshape(-1) for p in reference]),
+                                   rtol=1e-5, atol=1e-6)
+    for adam, torch_adam in zip(adams, torch_adams):
+        state = flat_adam_state(torch_adam.state_dict())
+        assert state["param_groups"][0]["params"] == [0]
+        copy = FlatAdam(flat.data.clone(), 1.0, eps=1e-8, span=adam.span)
+        copy.load_state_dict(state)
+        torch.testing.assert_close(copy.exp_avg, adam.exp_avg)
+        torch.testing.assert_close(copy.exp_avg_sq, adam.exp_avg_sq)
+        assert copy.step.item() == adam.step.item() == torch_adam.state_dict()["state"][0]["step"].item()
+    uneven = torch_adams[0].state_dict()
+    uneven["state"][1]["step"] = uneven["state"][1]["step"] + 1
+    with pytest.raises(ValueError, match="different step counts"):
+        flat_adam_state(uneven)
 
 
 def test_config_rejects_unknown_backends():

@@ -38,11 +38,16 @@ def annealed_lr(lr: float, iteration, iters: int, anneal: bool):
 
 
 class FlatAdam:
-    """The state of Adam over one flat parameter ``param`` (float32 [P]): moments, step count and the
-    learning rate, device tensors allocated once (an update and a CUDA graph keep their addresses: loading
-    a checkpoint copies into them)."""
+    """The state of Adam over one flat parameter ``param`` (float32 [P]), or over its ``span`` ``(start,
+    stop)`` (an algorithm whose networks step at different rates or learning rates keeps one FlatAdam per
+    span of the same flat parameter): moments, step count and the learning rate, device tensors allocated
+    once (an update and a CUDA graph keep their addresses: loading a checkpoint copies into them).
+    ``param`` is then the span's view."""
 
-    def __init__(self, param: torch.Tensor, lr: float, eps: float = 1e-5, betas: tuple[float, float] = BETAS):
+    def __init__(self, param: torch.Tensor, lr: float, eps: float = 1e-5, betas: tuple[float, float] = BETAS,
+                 span: tuple[int, int] | None = None):
+        self.span = (0, param.numel()) if span is None else span
+        param = param[self.span[0]:self.span[1]]
         self.param, self.eps, self.betas, self.base_lr = param, eps, betas, lr
         f32 = dict(dtype=torch.float32, device=param.device)
         self.exp_avg = torch.zeros_like(param, memory_format=torch.contiguous_format).detach()
@@ -88,4 +93,26 @@ class FlatAdam:
             self.step.copy_(torch.as_tensor(moments["step"], dtype=torch.float32).reshape(()))
 
 
-__all__ = ["BETAS", "FlatAdam", "adam_update_", "annealed_lr"]
+def flat_adam_state(state: dict) -> dict:
+    """A ``torch.optim.Adam`` state dict of one parameter group over several parameters as the one-flat-parameter
+    layout (:meth:`FlatAdam.state_dict`): each moment the parameters' moments flattened and concatenated in the
+    group's order (the flat parameter's, when it was built from the same networks); one whose parameters did not
+    all step together is refused."""
+    try:
+        groups, saved = state["param_groups"], state["state"]
+        indices = [i for group in groups for i in group["params"]]
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"optimizer state: not an Adam state dict ({type(err).__name__}: {err})") from None
+    group = {**groups[0], "params": [0]}
+    if not saved:
+        return {"state": {}, "param_groups": [group]}
+    missing = [i for i in indices if i not in saved]
+    steps = {float(saved[i]["step"]) for i in indices if i in saved}
+    if missing or len(steps) != 1:
+        raise ValueError(f"optimizer state: parameters {missing} have no moments, or they took different step "
+                         f"counts {sorted(steps)}: not one flat Adam's")
+    flat = {name: torch.cat([saved[i][name].reshape(-1) for i in indices]) for name in ("exp_avg", "exp_avg_sq")}
+    return {"state": {0: {"step": torch.tensor(steps.pop()), **flat}}, "param_groups": [group]}
+
+
+__all__ = ["BETAS", "FlatAdam", "adam_update_", "annealed_lr", "flat_adam_state"]

@@ -73,8 +73,8 @@ class MASAC(ReplayActorCritic):
         start = torch.tensor(p.init_alpha, device=self.spec.device).log()
         self.log_alpha = nn.ParameterDict({name: nn.Parameter(start.clone()) for name in self.trained})
         self.nets["log_alpha"] = self.log_alpha
-        self.learned.append(self.log_alpha)
-        self.optimizers["alpha_optimizer"] = torch.optim.Adam(self.log_alpha.parameters(), lr=p.alpha_lr)
+        self.optimized["alpha_optimizer"] = {"log_alpha": self.log_alpha}
+        self.learning_rates["alpha_optimizer"] = p.alpha_lr
 
     def group_loss(self, name: str, batch: GroupBatch, draw: torch.Tensor,
                    actor_due: bool) -> tuple[torch.Tensor, torch.Tensor]:
