@@ -33,3 +33,14 @@ def test_a_linear_layers_forward_and_backward_are_three_products_of_hand_counted
             torch.bmm(torch.randn(2, 3, 4), torch.randn(2, 4, 6))
     assert batched.calls.most_common(1)[0][1] == 2 and batched.flops == 2 * (2 * 2 * 3 * 4 * 6)
 
+
+
+def test_a_broadcast_bias_is_recorded_with_its_strides_and_replays():
+    from peers_lib.gemm_floor import gemm_seconds
+
+    recorder = GemmRecorder()
+    with recorder:
+        torch.addmm(torch.randn(3).expand(4, 3), torch.randn(4, 5), torch.randn(5, 3))
+    (key,) = recorder.calls
+    assert key[1] == ((4, 3), (0, 1))  # the bias: four rows of one
+    assert gemm_seconds(recorder, min_seconds=0.001) > 0

@@ -52,7 +52,13 @@ class GemmRecorder(TorchDispatchMode):
 
 
 def _operands(layouts: tuple) -> list[torch.Tensor]:
-    return [torch.empty_strided(shape, stride).normal_() for shape, stride in layouts]
+    """Random operands of these sizes and strides (a stride 0, a broadcast bias, repeats its values as the
+    recorded one did)."""
+    out = []
+    for shape, stride in layouts:
+        storage = 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+        out.append(torch.randn(storage).as_strided(shape, stride))
+    return out
 
 
 def _run(name: str, operands: list[torch.Tensor]) -> None:
