@@ -36,8 +36,8 @@ from .replay_learner import GroupBatch, ReplayLearner
 #: actions' (TD3's target smoothing, SAC's next-state sample) and the current policy's (SAC's actor term).
 NEXT_ACTION_HEAD, POLICY_HEAD = 5000, 6000
 
-#: Adam's epsilon for every network of the family: torch.optim.Adam's default, as the DDPG, TD3 and SAC papers'
-#: implementations and BenchMARL use it
+#: Adam's epsilon for every network of the family: torch.optim.Adam's default, which the family trained with before
+#: its optimizers became FlatAdams (its learning checks)
 ADAM_EPS = 1e-8
 
 
