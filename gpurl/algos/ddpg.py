@@ -1,5 +1,6 @@
 """MADDPG, IDDPG and MATD3: the deterministic-policy algorithm plug-ins for Box actions, members of the
-off-policy actor-critic family (:mod:`.replay_actor_critic`: acting, the learner loop, the update's step).
+off-policy actor-critic family (:mod:`.replay_actor_critic`: networks and acting; :mod:`.replay_learner`: the
+learner loop, the update's step).
 
 One :class:`~.box_nets.DeterministicActor` per trained group, shared by the group's agents, with one critic
 (two with ``twin_critics``) and target copies of both. Acting adds Gaussian exploration noise of the counter RNG

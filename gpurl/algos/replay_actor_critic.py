@@ -1,7 +1,8 @@
 """What the off-policy actor-critics for Box actions share (MADDPG, IDDPG, MATD3 in :mod:`.ddpg`; MASAC, ISAC in
 :mod:`.sac`): one actor per trained group (:mod:`.box_nets`, shared by the group's agents), one or two critics
-with target copies, the acting fragment and the learner loop. An algorithm of the family names its actor and
-its parameters and writes one group's loss of one update (:meth:`ReplayActorCritic.group_loss`).
+with target copies and the acting fragment (the learner loop: :mod:`.replay_learner`). An algorithm of the family
+names its actor and its parameters and writes one group's loss of one update
+(:meth:`ReplayActorCritic.group_loss`).
 
 - Actor fragment: :class:`~.box_acting.BoxActor` writes every trained group's actions at slot t by the actor's
   ``act`` (the counter RNG's noise, inside the Box), as ``policy_backend`` generates it (eager, compiled, or the

@@ -1,5 +1,6 @@
 """MASAC and ISAC: soft actor-critic plug-ins for Box actions, members of the off-policy actor-critic family
-(:mod:`.replay_actor_critic`: acting, the learner loop, the update's step).
+(:mod:`.replay_actor_critic`: networks and acting; :mod:`.replay_learner`: the learner loop, the update's
+step).
 
 One :class:`~.box_nets.SquashedGaussianActor` per trained group, shared by the group's agents, two critics with
 target copies, and a learned temperature ``alpha`` per group. Acting samples the policy with the counter RNG's
