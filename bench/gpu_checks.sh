@@ -112,6 +112,10 @@ step collector 75 $PY bench/collector.py --device cuda --num-envs 4096 --steps 1
 # Its other checks (bench/iteration_time.py, bench/peers.py training against the JAX IPPO, TF32 against FP32:
 # docs/benchmarks.md, 2026-11-28) wait for a session on that issue.
 step tag_ppo_main 100 $PY bench/tag_ppo.py --device cuda --log-dir runs/gpu-main-job
+# Issue 45 (the Box family, first on a GPU): MASAC and MADDPG iterations with the fused Triton Box actor and the
+# update as one compiled region per update; the host syncs an iteration makes (sync-debug mode) and s/iteration.
+step box_family 45 $PY bench/iteration_time.py --device cuda --preset simple-spread-masac --train-groups "" \
+    --variants masac,maddpg --iters 2 --rounds 2 --warmup 2 --no-count-nodes
 # Issue 40: compute-sanitizer --tool memcheck over a reset and a step of every built-in env and the custom-env
 # example (and a control that must be flagged); what the budget leaves it, so a later session may run it alone.
 step memcheck 150 $PY -m pytest -q -rs -m gpu tests/test_gpu_kernel_bounds.py
