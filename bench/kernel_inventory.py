@@ -1,13 +1,12 @@
-"""The kernels gpurl launches on a GPU, found and sized without one: bench/kernel_report.py's rows and the
-compile tier's limit checks (tests/test_compile_kernel_limits.py). A library, not a script:
-bench/kernel_report.py, which imports it, prints the RESULT line.
+"""The kernels gpurl launches on a GPU, found and sized without one: bench/kernel_report.py's rows and the compile
+tier's limit checks (tests/test_compile_kernel_limits.py). A library, not a script: bench/kernel_report.py, which
+imports it, prints the RESULT line.
 
-Env kernels are *recorded*, not listed: an env of each configuration is built with the CUDA target over
-host memory and its ``EnvKernel.launch`` is replaced by a recorder for one ``reset()`` and one ``step()``,
-so whatever kernels an env launches (under whatever names) are found, with their exact arguments,
-``constants`` and launch geometry (``gpurl.kernels.program.launch_geometry``), and nothing
-runs. Triton kernels (gpurl.fusion) are listed with the signature, constexprs and warps their launchers
-use. tag_gridworld's CUDA C build is added when its module is there.
+Env kernels are *recorded*, not listed: an env of each configuration is built with the CUDA target over host memory
+and its ``EnvKernel.launch`` is replaced by a recorder for one ``reset()`` and one ``step()``, so whatever kernels
+an env launches (under whatever names) are found, with their exact arguments, ``constants`` and launch geometry
+(``gpurl.kernels.program.launch_geometry``), and nothing runs. Triton kernels (gpurl.fusion) are listed with the
+signature, constexprs and warps their launchers use. tag_gridworld's CUDA C build is added when its module is there.
 
 Resources are sm_90's: PTX from NVVM (:func:`~gpurl.kernels.aot.cached_ptx_sm90`), Triton or NVRTC,
 assembled by the CUDA toolkit's ``ptxas -v`` (:func:`~gpurl.kernels.aot.ptxas_resources`).
@@ -366,9 +365,8 @@ def q_actor_launch(config: EnvConfig, group: str, policy, rows: int = ACTOR_ROWS
 
 def box_actor_launch(config: EnvConfig, group: str, policy, kind: str, rows: int = ACTOR_ROWS) -> TritonLaunch:
     """The fused Box actor over ``rows`` rows of the policy the off-policy Box algorithms build for ``group``
-    (``policy``'s input, widths and activation), ``kind`` "deterministic" (maddpg, iddpg, matd3: exploration
-    noise) or "squashed" (masac, isac: a sample), in the Box(0, 1, (n,)) that an MPE group of ``policy``'s
-    Discrete(n) acts in with ``continuous_actions=True``."""
+    (``policy``'s input, widths and activation), ``kind`` "deterministic" (maddpg, iddpg, matd3: exploration noise)
+    or "squashed" (masac, isac: a sample), in the Box(0, 1, (n,)) of an MPE group of ``policy``'s Discrete(n)."""
     from gymnasium.spaces import Box
 
     from gpurl.algos.box_nets import DeterministicActor, SquashedGaussianActor

@@ -1,6 +1,6 @@
 """The matrix products a stretch of torch code runs, recorded by shape, and the seconds those products alone take
 on this machine: a floor under that code's time, since nothing else can make the same products faster on the
-same CPUs and threads.
+same CPUs and threads. (Part of a library: bench/benchmarl_offpolicy.py prints the RESULT line.)
 
     recorder = GemmRecorder()
     with recorder:

@@ -253,18 +253,26 @@ def actor_step_triton(x, packed: PackedPolicy, step, seed, env_offset: int, num_
     )
 
 
-__all__ = ["K_CHUNK", "actor_constexprs", "actor_fused_kernel", "actor_step_triton", "block_rows", "launch_warps"]
+__all__ = ["K_CHUNK", "actor_constexprs", "actor_fused_kernel", "actor_sm90_signature", "actor_step_triton",
+           "block_rows", "launch_warps"]
 
 
-#: The parameter types of :func:`actor_fused_kernel` other than its ``tl.constexpr`` ones, in order, for
-#: compiling it ahead of time (:func:`gpurl.kernels.aot.compile_triton_sm90`: the compile tier, the GPU
-#: readiness report).
-ACTOR_SM90_SIGNATURE = {
-    "x_ptr": "*fp32", "sx_e": "i32", "sx_i": "i32", "D": "i32", "E": "i32", "n": "i32",
-    **{name: "*fp32" for name in ("mean_ptr", "rstd_ptr", "a_w0", "a_wh", "a_b", "a_wo", "a_bo",
-                                  "c_w0", "c_wh", "c_b", "c_wo", "c_bo")},
-    "nvec_ptr": "*i32", "step_ptr": "*i64", "seed_ptr": "*i64", "env_offset": "i32",
-    "num_agents": "i32", "group_start": "i32",
-    "act_ptr": "*i64", "sa_e": "i32", "sa_i": "i32", "lp_ptr": "*fp32", "sl_e": "i32", "sl_i": "i32",
-    "v_ptr": "*fp32", "sv_e": "i32", "sv_i": "i32",
-}
+def actor_sm90_signature(weights: tuple[str, ...], own: dict[str, str], action: str,
+                         after: dict[str, str] | None = None) -> dict[str, str]:
+    """The parameter types of a fused actor kernel other than its ``tl.constexpr`` ones, in the order every one of
+    them takes: the input rows (pointer, strides, D, E, n), the normaliser's and the ``weights``' float32
+    pointers, the kernel's ``own`` (action sizes, recurrent state, step, seed, noise), the group's place (env
+    offset, agents, first agent), the actions (pointer type ``action``, strides), then ``after``. For compiling
+    it ahead of time (:func:`gpurl.kernels.aot.compile_triton_sm90`: the compile tier, the GPU readiness
+    report)."""
+    return {"x_ptr": "*fp32", "sx_e": "i32", "sx_i": "i32", "D": "i32", "E": "i32", "n": "i32",
+            **{name: "*fp32" for name in ("mean_ptr", "rstd_ptr", *weights)}, **own,
+            "env_offset": "i32", "num_agents": "i32", "group_start": "i32",
+            "act_ptr": action, "sa_e": "i32", "sa_i": "i32", **(after or {})}
+
+
+#: :func:`actor_fused_kernel`'s signature (:func:`actor_sm90_signature`)
+ACTOR_SM90_SIGNATURE = actor_sm90_signature(
+    ("a_w0", "a_wh", "a_b", "a_wo", "a_bo", "c_w0", "c_wh", "c_b", "c_wo", "c_bo"),
+    {"nvec_ptr": "*i32", "step_ptr": "*i64", "seed_ptr": "*i64"}, "*i64",
+    {"lp_ptr": "*fp32", "sl_e": "i32", "sl_i": "i32", "v_ptr": "*fp32", "sv_e": "i32", "sv_i": "i32"})

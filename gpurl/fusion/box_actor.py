@@ -32,7 +32,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from .actor import K_CHUNK, block_rows, launch_warps, triton
+from .actor import K_CHUNK, actor_sm90_signature, block_rows, launch_warps, triton
 from .packing import PackedPolicy
 
 #: The bounds of the squashed Gaussian's log-std, ``LOG_STD_MIN + (tanh(raw) + 1) (LOG_STD_MAX - LOG_STD_MIN) / 2``
@@ -202,14 +202,10 @@ def box_actor_step_triton(x: torch.Tensor, packed: PackedPolicy, low: torch.Tens
     )
 
 
-#: The parameter types of :func:`box_actor_fused_kernel` other than its ``tl.constexpr`` ones, in order, for
-#: compiling it ahead of time (:func:`gpurl.kernels.aot.compile_triton_sm90`).
-BOX_ACTOR_SM90_SIGNATURE = {
-    "x_ptr": "*fp32", "sx_e": "i32", "sx_i": "i32", "D": "i32", "E": "i32", "n": "i32",
-    **{name: "*fp32" for name in ("mean_ptr", "rstd_ptr", "w0", "wh", "b", "wo", "bo", "low_ptr", "half_ptr")},
-    "A": "i32", "step_ptr": "*i64", "seed_ptr": "*i64", "std_ptr": "*fp32", "env_offset": "i32",
-    "num_agents": "i32", "group_start": "i32", "act_ptr": "*fp32", "sa_e": "i32", "sa_i": "i32",
-}
+#: :func:`box_actor_fused_kernel`'s signature (:func:`~.actor.actor_sm90_signature`)
+BOX_ACTOR_SM90_SIGNATURE = actor_sm90_signature(
+    ("w0", "wh", "b", "wo", "bo", "low_ptr", "half_ptr"),
+    {"A": "i32", "step_ptr": "*i64", "seed_ptr": "*i64", "std_ptr": "*fp32"}, "*fp32")
 
 __all__ = ["BOX_ACTOR_SM90_SIGNATURE", "LOG_STD_MAX", "LOG_STD_MIN", "box_actor_constexprs", "box_actor_fused_kernel",
            "box_actor_step_triton", "pack_box_policy"]

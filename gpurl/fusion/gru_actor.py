@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from .actor import K_CHUNK
+from .actor import K_CHUNK, actor_sm90_signature
 from .packing import PackedRecurrentPolicy, next_pow2
 
 try:
@@ -196,16 +196,10 @@ __all__ = ["GRU_ACTOR_SM90_SIGNATURE", "MAX_HP", "gru_actor_constexprs", "gru_ac
            "gru_actor_step_triton", "gru_block_rows", "gru_kernel_fits", "gru_launch_warps"]
 
 
-#: The parameter types of :func:`gru_actor_fused_kernel` other than its ``tl.constexpr`` ones, in order,
-#: for compiling it ahead of time (the compile tier, the GPU readiness report). ``starts`` is the
+#: :func:`gru_actor_fused_kernel`'s signature (:func:`~.actor.actor_sm90_signature`). ``starts`` is the
 #: storage's bool flags.
-GRU_ACTOR_SM90_SIGNATURE = {
-    "x_ptr": "*fp32", "sx_e": "i32", "sx_i": "i32", "D": "i32", "E": "i32", "n": "i32",
-    **{name: "*fp32" for name in ("mean_ptr", "rstd_ptr", "w0", "b0", "wx", "bx", "wh", "bh", "a_wh", "a_b",
-                                  "a_wo", "a_bo")},
-    "nvec_ptr": "*i32",
-    "h_ptr": "*fp32", "sh_e": "i32", "sh_i": "i32", "start_ptr": "*i1", "ss_e": "i32",
-    "ho_ptr": "*fp32", "so_e": "i32", "so_i": "i32", "H": "i32",
-    "step_ptr": "*i64", "seed_ptr": "*i64", "env_offset": "i32", "num_agents": "i32", "group_start": "i32",
-    "act_ptr": "*i64", "sa_e": "i32", "sa_i": "i32", "lp_ptr": "*fp32", "sl_e": "i32", "sl_i": "i32",
-}
+GRU_ACTOR_SM90_SIGNATURE = actor_sm90_signature(
+    ("w0", "b0", "wx", "bx", "wh", "bh", "a_wh", "a_b", "a_wo", "a_bo"),
+    {"nvec_ptr": "*i32", "h_ptr": "*fp32", "sh_e": "i32", "sh_i": "i32", "start_ptr": "*i1", "ss_e": "i32",
+     "ho_ptr": "*fp32", "so_e": "i32", "so_i": "i32", "H": "i32", "step_ptr": "*i64", "seed_ptr": "*i64"},
+    "*i64", {"lp_ptr": "*fp32", "sl_e": "i32", "sl_i": "i32"})

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from .actor import K_CHUNK, block_rows, launch_warps, triton
+from .actor import K_CHUNK, actor_sm90_signature, block_rows, launch_warps, triton
 from .packing import PackedPolicy
 
 #: Head indices of the counter RNG's two draws per agent and step (explore or not; which random action).
@@ -109,14 +109,10 @@ def q_actor_step_triton(x: torch.Tensor, packed: PackedPolicy, step: torch.Tenso
     )
 
 
-#: The parameter types of :func:`q_actor_fused_kernel` other than its ``tl.constexpr`` ones, in order, for
-#: compiling it ahead of time (:func:`gpurl.kernels.aot.compile_triton_sm90`).
-Q_ACTOR_SM90_SIGNATURE = {
-    "x_ptr": "*fp32", "sx_e": "i32", "sx_i": "i32", "D": "i32", "E": "i32", "n": "i32",
-    **{name: "*fp32" for name in ("mean_ptr", "rstd_ptr", "w0", "wh", "b", "wo", "bo")},
-    "nvec_ptr": "*i32", "step_ptr": "*i64", "seed_ptr": "*i64", "eps_ptr": "*fp32", "env_offset": "i32",
-    "num_agents": "i32", "group_start": "i32", "act_ptr": "*i64", "sa_e": "i32", "sa_i": "i32",
-}
+#: :func:`q_actor_fused_kernel`'s signature (:func:`~.actor.actor_sm90_signature`)
+Q_ACTOR_SM90_SIGNATURE = actor_sm90_signature(
+    ("w0", "wh", "b", "wo", "bo"),
+    {"nvec_ptr": "*i32", "step_ptr": "*i64", "seed_ptr": "*i64", "eps_ptr": "*fp32"}, "*i64")
 
 __all__ = ["EXPLORE_HEAD", "Q_ACTOR_SM90_SIGNATURE", "RANDOM_ACTION_HEAD", "pack_q_network", "q_actor_constexprs",
            "q_actor_fused_kernel", "q_actor_step_triton"]
