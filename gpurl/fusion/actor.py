@@ -139,6 +139,19 @@ if triton is not None:
         return h
 
     @triton.jit
+    def _actor_only_rows(x_ptr, sx_e, sx_i, D, E, n, mean_ptr, rstd_ptr, w0, wh, b, IP: tl.constexpr,
+                         HP: tl.constexpr, LAYERS: tl.constexpr, TANH: tl.constexpr, BLOCK_B: tl.constexpr,
+                         KC: tl.constexpr):
+        # A program's rows through the hidden layers of an MLP with no critic and no normaliser (the Q and Box
+        # actors: mean 0, rstd 1, no clip; w0 stands in for the critic's first layer, never read). Returns the
+        # rows' (live, e, i) and the last hidden layer [BLOCK_B, HP].
+        live, e, i = _program_rows(E, n, BLOCK_B)
+        offs_h = tl.arange(0, HP)
+        acc, _ = _first_layers(x_ptr, e * sx_e + i * sx_i, live, D, mean_ptr, rstd_ptr, w0, w0, offs_h,
+                               IP, HP, KC, 0.0, BLOCK_B, False)
+        return live, e, i, _hidden_layers(acc, wh, b, offs_h, HP, LAYERS, TANH, BLOCK_B)
+
+    @triton.jit
     def _counter_key(step_ptr, seed_ptr):
         # (step, seed_lo, seed_hi) as uint32: the counter RNG's key parts, read from device tensors.
         return (tl.load(step_ptr).to(tl.uint32), tl.load(seed_ptr).to(tl.uint32),

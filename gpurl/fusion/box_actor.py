@@ -43,7 +43,7 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 if triton is not None:
     import triton.language as tl
 
-    from .actor import _counter_key, _first_layers, _hidden_layers, _matmul, _program_rows, _uniform
+    from .actor import _actor_only_rows, _counter_key, _matmul, _uniform
 
     _LOG_STD_MIN, _LOG_STD_SPAN = tl.constexpr(LOG_STD_MIN), tl.constexpr(LOG_STD_MAX - LOG_STD_MIN)
 
@@ -90,12 +90,8 @@ if triton is not None:
         IP: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, LAYERS: tl.constexpr, TANH: tl.constexpr,
         SQUASHED: tl.constexpr, NOISE: tl.constexpr, BLOCK_B: tl.constexpr, KC: tl.constexpr,
     ):
-        live, e, i = _program_rows(E, n, BLOCK_B)
-        offs_h = tl.arange(0, HP)
-        # No normaliser (mean 0, rstd 1, no clip) and no critic (w0 stands in for its first layer, never read).
-        acc, _ = _first_layers(x_ptr, e * sx_e + i * sx_i, live, D, mean_ptr, rstd_ptr, w0, w0, offs_h,
-                               IP, HP, KC, 0.0, BLOCK_B, False)
-        h = _hidden_layers(acc, wh, b, offs_h, HP, LAYERS, TANH, BLOCK_B)
+        live, e, i, h = _actor_only_rows(x_ptr, sx_e, sx_i, D, E, n, mean_ptr, rstd_ptr, w0, wh, b, IP, HP, LAYERS,
+                                         TANH, BLOCK_B, KC)
         offs_d = tl.arange(0, NP)
         inside = offs_d < A
         low = tl.load(low_ptr + offs_d, mask=inside, other=0.0)[None, :]

@@ -29,7 +29,7 @@ EXPLORE_HEAD, RANDOM_ACTION_HEAD = 0, 1
 if triton is not None:
     import triton.language as tl
 
-    from .actor import _counter_key, _first_layers, _hidden_layers, _matmul, _program_rows, _uniform
+    from .actor import _actor_only_rows, _counter_key, _matmul, _uniform
 
     # The heads as the kernel reads them (a jit function reads module globals only as constexprs).
     _EXPLORE, _RANDOM_ACTION = tl.constexpr(EXPLORE_HEAD), tl.constexpr(RANDOM_ACTION_HEAD)
@@ -43,13 +43,8 @@ if triton is not None:
         IP: tl.constexpr, HP: tl.constexpr, NP: tl.constexpr, LAYERS: tl.constexpr, TANH: tl.constexpr,
         BLOCK_B: tl.constexpr, KC: tl.constexpr,
     ):
-        live, e, i = _program_rows(E, n, BLOCK_B)
-        offs_h = tl.arange(0, HP)
-        # No normalisation clip (a Q-network has no observation normaliser: mean 0, rstd 1) and no
-        # critic (w0 stands in for the critic's first layer, never read).
-        acc, _ = _first_layers(x_ptr, e * sx_e + i * sx_i, live, D, mean_ptr, rstd_ptr, w0, w0, offs_h,
-                               IP, HP, KC, 0.0, BLOCK_B, False)
-        h = _hidden_layers(acc, wh, b, offs_h, HP, LAYERS, TANH, BLOCK_B)
+        live, e, i, h = _actor_only_rows(x_ptr, sx_e, sx_i, D, E, n, mean_ptr, rstd_ptr, w0, wh, b, IP, HP, LAYERS,
+                                         TANH, BLOCK_B, KC)
         offs_n = tl.arange(0, NP)
         q = _matmul(h, wo, NP, offs_n, HP, BLOCK_B) + tl.load(bo + offs_n)[None, :]
         best = tl.max(q, axis=1)
