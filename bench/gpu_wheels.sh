@@ -7,6 +7,9 @@
 # constraints-cpu.txt where it has one. VMAS and gym (which VMAS imports) publish sources only: built here.
 #
 #     bash bench/gpu_wheels.sh          # then: the device call carries .whl (run(carry=[".whl"]))
+#
+# It also exports gpurl at REF_COMMIT (default f3d03ba, before issue 42's k-nearest work) into .whl/ref, which
+# gpu_checks.sh's side-by-side env step compares this checkout against.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
@@ -30,5 +33,10 @@ for name in gym vmas; do
     pinned=$(grep -i "^${name}==" constraints-cpu.txt | head -1 || true)
     python3 -m pip wheel --quiet --no-deps -w .whl "${pinned:-$name}"
 done
+# The package at REF_COMMIT, for bench/env_vs_ref.py --ref-dir (the GPU machine gets no .git to export it from).
+REF_COMMIT=${REF_COMMIT:-f3d03ba}
+mkdir -p .whl/ref
+git archive "$REF_COMMIT" gpurl | tar -x -C .whl/ref
+git rev-parse --short "$REF_COMMIT" > .whl/ref/COMMIT
 ls .whl
 du -sh .whl

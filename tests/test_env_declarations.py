@@ -212,6 +212,22 @@ def test_unknown_parameters_and_bad_field_dtypes():
         field("float64", "agents")
 
 
+def test_a_lanes_interleaved_field_is_stored_by_column_for_cuda_builds_only(monkeypatch):
+    from gpurl.kernels import fields
+    from gpurl.kernels.fields import Field
+
+    scratch = Field("int32", fill=-1, lanes_interleaved=True)
+    gpu = scratch.allocate((6, 4), "cpu", "cuda")
+    assert gpu.shape == (6, 4) and gpu.stride() == (1, 6) and (gpu == -1).all()
+    gpu[2, 3] = 7  # [row, col] indexing is unchanged; the memory holds column 3's rows together
+    assert gpu.t().contiguous().view(-1)[3 * 6 + 2] == 7
+    assert scratch.allocate((6, 4), "cpu", "cpu").is_contiguous()
+    assert Field("int32").allocate((6, 4), "cpu", "cuda").is_contiguous()
+    assert scratch.allocate((6,), "cpu", "cuda").shape == (6,)
+    monkeypatch.setattr(fields, "INTERLEAVE_LANES", False)  # the row-major layout, for side-by-side timing
+    assert scratch.allocate((6, 4), "cpu", "cuda").is_contiguous()
+
+
 def _one_agent_groups(*spaces):
     return {f"g{k}": gpurl.Group(slice(k, k + 1), 2, space) for k, space in enumerate(spaces)}
 

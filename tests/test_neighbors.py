@@ -205,3 +205,43 @@ def test_generic_source_as_plain_python(case, fallback_spy):
         assert found == (want >= 0).sum()
     # one_point: ~28 tied candidates fit the capacity (ranked by index); beyond it: the fallback.
     assert (len(fallback_spy) > 0) == (case == "tie_beyond_capacity")
+
+
+def test_squared_bounds_decide_like_the_root_for_every_radius():
+    # squared_bounds' margins, checked at every float32 radius in [1, 2): doubling a radius scales its square,
+    # the bounds and the roots by exact powers of two, so this covers every radius with a normal, finite square.
+    # For each radius the extreme cases are the largest s <= low and the smallest s > high (sqrt is monotone).
+    r = np.arange(np.float32(1.0).view(np.int32), np.float32(2.0).view(np.int32), dtype=np.int32).view(np.float32)
+    square = r * r
+    low, high = square * neighbors._BELOW, square * neighbors._ABOVE
+    assert low.dtype == high.dtype == np.float32
+    assert (np.sqrt(low) <= r).all()
+    assert (np.sqrt(np.nextafter(high, np.float32(np.inf))) > r).all()
+    # the band is thin: a root is taken for at most a few dozen squares around each radius
+    assert (high.view(np.int32) - low.view(np.int32)).max() <= 40
+    # the device function computes the same bounds (a sample), and gives up the shortcut outside the safe range
+    for radius in r[::65537]:
+        assert neighbors.squared_bounds.py_func(radius) == (radius * radius * neighbors._BELOW,
+                                                            radius * radius * neighbors._ABOVE)
+    with np.errstate(over="ignore"):  # the square of the largest overflows: that is the point
+        for radius in (np.float32(1e-35), np.float32(3e-20), np.float32(2e20), np.float32(np.inf)):
+            assert neighbors.squared_bounds.py_func(radius) == (np.float32(-1.0), np.float32(np.inf))
+
+
+def test_count_within_at_radii_equal_to_a_pair_distance():
+    # Radii exactly at each pair's rounded distance and one ulp either side: the squared comparison must count
+    # what `distance <= radius` counts, the band's roots included, at scales from 1e-8 to 1e8.
+    rng = np.random.default_rng(11)
+    for scale in (1e-8, 1.0, 37.0, 1e8):
+        x = (rng.uniform(0, 1, (1, 30)) * scale).astype(np.float32)
+        y = (rng.uniform(0, 1, (1, 30)) * scale).astype(np.float32)
+        alive = (rng.uniform(size=(1, 30)) > 0.2).astype(np.int32)
+        d = np.sqrt((x[0] - x[0, 3]) ** 2 + (y[0] - y[0, 3]) ** 2).astype(np.float32)
+        eligible = (np.arange(30) != 3) & (alive[0] != 0)
+        for radius in np.concatenate([d, np.nextafter(d, np.float32(0)), np.nextafter(d, np.float32(np.inf))]):
+            if radius <= 0:
+                continue
+            inside, total, farthest = neighbors.count_within.py_func(x, y, alive, 0, 3, np.float32(radius))
+            within = eligible & (d <= radius)
+            assert (inside, total) == (within.sum(), eligible.sum()), (scale, radius)
+            assert farthest == (d[within].max() if within.any() else 0.0)

@@ -115,6 +115,12 @@ def test_both_builds_run_in_the_simulator_process():
 @pytest.mark.parametrize("full", [True, False], ids=["full_obs", "k_nearest"])
 def test_simulator_matches_cpu_build_across_autoreset(full):
     sim, cpu = make_pair(use_full_observation=full, num_other_agents_observed=3)
+    # The k-nearest scratch: lanes interleaved in the CUDA build (a warp reads one slot of its rows together),
+    # row-major on the CPU; the kernels index [row, slot] in both.
+    for name in ("cand_idx", "cand_dist", "nbr_idx"):
+        rows = sim._tensors[name].shape[0]
+        assert sim._tensors[name].stride() == (1, rows) and getattr(sim._arrays, name).strides[0] == 4, name
+        assert cpu._tensors[name].is_contiguous(), name
     sim.reset()
     cpu.reset()
     assert_envs_match(sim, cpu, "reset")

@@ -174,7 +174,8 @@ class KernelEnv(StepInputChecks):
         if clash:
             raise ValueError(f"{self.env_name()} declares {clash}: these names are the toolkit's own arrays")
         sizes = {"agents": num_agents, "obs": self.obs_dim, **self.field_sizes()}
-        self._tensors = {name: f.allocate(f.shape(self, sizes, name), self.device) for name, f in declared.items()}
+        self._tensors = {name: f.allocate(f.shape(self, sizes, name), self.device, self.target)
+                         for name, f in declared.items()}
         bad_metrics = [m for m in cls.metrics if self._tensors[m].shape != (self.num_envs,)
                        or self._tensors[m].dtype != torch.float32]
         if bad_metrics:

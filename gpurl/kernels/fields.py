@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 _DTYPES = ("bool", "float32", "int32", "int64", "uint8")
+#: CUDA builds store :attr:`Field.lanes_interleaved` scratch column by column (False: row-major, as before
+#: issue 42; bench/env_vs_ref.py's ``--also-row-major-scratch`` times both side by side).
+INTERLEAVE_LANES = True
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,12 @@ class Field:
     #: ``shape_of(env) -> full shape``, for arrays whose rows are not envs (e.g. per-lane scratch, see
     #: :func:`~.neighbors.knn_scratch`); replaces ``[num_envs, *dims]``.
     shape_of: Callable | None = None
+    #: A per-lane scratch array ``[rows, cols]`` (row = :func:`~.scratch.lane`) stored column by column in a CUDA
+    #: build: the kernel still indexes ``[row, col]``, but the memory is ``[cols, rows]``, so the lanes of a warp
+    #: reading one column read adjacent words (one coalesced access, as CUDA interleaves a thread's local
+    #: arrays), where row-major rows ``cols`` words apart take a memory transaction per lane. The CPU build,
+    #: one row per env run by one thread, keeps rows contiguous.
+    lanes_interleaved: bool = False
 
     def __post_init__(self):
         if self.dtype not in _DTYPES:
@@ -60,11 +69,15 @@ class Field:
             out.append(int(dim))
         return tuple(out)
 
-    def allocate(self, shape: tuple[int, ...], device):
-        """A torch tensor of ``shape`` on ``device``, filled with ``fill``."""
+    def allocate(self, shape: tuple[int, ...], device, target: str = "cpu"):
+        """A torch tensor of ``shape`` on ``device``, filled with ``fill``; for a ``target="cuda"`` build of a
+        :attr:`lanes_interleaved` field, the ``[rows, cols]`` view of a ``[cols, rows]`` tensor."""
         import torch
 
-        return torch.full(shape, self.fill, dtype=getattr(torch, self.dtype), device=device)
+        dtype = getattr(torch, self.dtype)
+        if self.lanes_interleaved and INTERLEAVE_LANES and target == "cuda" and len(shape) == 2:
+            return torch.full(shape[::-1], self.fill, dtype=dtype, device=device).t()
+        return torch.full(shape, self.fill, dtype=dtype, device=device)
 
 
 def field(dtype: str, *dims, fill: float = 0) -> Field:

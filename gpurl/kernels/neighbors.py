@@ -18,13 +18,14 @@ repeated-minimum selection runs instead (only in such degenerate states).
 
 The CPU build first writes the agent's whole distance row (one vectorisable pass: ``sqrt`` once per
 pair), so counting and gathering are cheap and the gather is branch-free. The CUDA build keeps no row
-per thread (N floats per agent would not fit) and recomputes distances in each pass instead. Both are
-exact, so they agree bit for bit.
+per thread (N floats per agent would not fit) and recomputes distances in each pass instead, as squares:
+a pass compares ``dx*dx + dy*dy`` with the squared radius (:func:`within_radius`, exact) and takes a
+root only for the candidates it gathers. Both are exact, so they agree bit for bit.
 
 Scratch (rows from :func:`gpurl.kernels.lane`): ``dist_row`` float32 [rows, N] (CPU; [rows, 1] on
 CUDA), ``cand_idx`` int32 / ``cand_dist`` float32 [rows, capacity + 1], ``out_idx`` int32
 [rows, capacity + 1]; :func:`knn_scratch_shapes` computes them, :func:`knn_scratch` declares them as an
-env's scratch fields.
+env's scratch fields, interleaved by lane in a CUDA build (``Field.lanes_interleaved``).
 """
 import math
 
@@ -40,6 +41,11 @@ _GROW = np.float32(2.0)
 _AIM_FACTOR = np.float32(1.2)  # aim a little over k candidates: rank cost grows as count^2
 _AIM_SLACK = np.float32(2.0)
 _MAX_BISECTIONS = 24  # radius steps before the exact fallback
+# squared_bounds: margins of 2^-20 around the squared radius, and the squares for which they are sound
+_BELOW = np.float32(1.0 - 2.0 ** -20)
+_ABOVE = np.float32(1.0 + 2.0 ** -20)
+_SQUARE_SAFE_LOW = np.float32(2.0 ** -100)
+_SQUARE_SAFE_HIGH = np.float32(2.0 ** 100)
 
 
 def knn_scratch_shapes(target: str, rows: int, num_agents: int, k: int) -> dict[str, tuple[int, int]]:
@@ -61,15 +67,52 @@ def knn_scratch(k, out: str = "out_idx") -> dict[str, Field]:
         return shape
 
     dtypes = dict(dist_row="float32", cand_idx="int32", cand_dist="float32", out_idx="int32")
-    return {(out if name == "out_idx" else name): Field(dtype, shape_of=shape_of(name)) for name, dtype in dtypes.items()}
+    # lanes_interleaved: a warp's lanes read one candidate slot of their rows together (the ranking's loops)
+    return {(out if name == "out_idx" else name): Field(dtype, shape_of=shape_of(name), lanes_interleaved=True)
+            for name, dtype in dtypes.items()}
+
+
+@device
+def pair_squared(x, y, e, i, j):
+    """float32 squared distance between agents ``i`` and ``j`` of env ``e`` (``dx*dx + dy*dy``)."""
+    dx = x[e, j] - x[e, i]
+    dy = y[e, j] - y[e, i]
+    return dx * dx + dy * dy
 
 
 @device
 def pair_distance(x, y, e, i, j):
-    """float32 Euclidean distance between agents ``i`` and ``j`` of env ``e``."""
-    dx = x[e, j] - x[e, i]
-    dy = y[e, j] - y[e, i]
-    return np.float32(math.sqrt(dx * dx + dy * dy))
+    """float32 Euclidean distance between agents ``i`` and ``j`` of env ``e``: the correctly rounded
+    ``sqrt`` of :func:`pair_squared`."""
+    return np.float32(math.sqrt(pair_squared(x, y, e, i, j)))
+
+
+@device
+def squared_bounds(radius):
+    """``(low, high)`` with: a squared distance ``s <= low`` has ``sqrt(s) <= radius``, one ``s > high`` has
+    ``sqrt(s) > radius`` (``sqrt`` correctly rounded to float32), so only ``low < s <= high`` needs the root.
+
+    ``radius**2`` rounded is within 2^-24 of the true square; 2^-20 either side leaves a margin larger than
+    that rounding, the two roundings of the bound itself and the root's half ulp together (about 3 * 2^-24):
+    ``s <= low`` gives ``sqrt(s) <= radius * (1 - 7 * 2^-24)``, which rounds to at most ``radius``; likewise
+    above ``high``. The relative argument needs a normal, finite square: outside ``(2^-100, 2^100)`` every
+    ``s`` takes the root (``low = -1``, ``high = inf``).
+    """
+    square = radius * radius
+    if square > _SQUARE_SAFE_LOW and square < _SQUARE_SAFE_HIGH:
+        return square * _BELOW, square * _ABOVE
+    return np.float32(-1.0), _INF
+
+
+@device
+def within_radius(s, radius, low, high):
+    """``sqrt(s) <= radius`` for a squared distance ``s``, with ``(low, high) = squared_bounds(radius)``: the
+    root is taken only in the thin band between them (a pair within one part in a million of the radius)."""
+    if s <= low:
+        return True
+    if s > high:
+        return False
+    return np.float32(math.sqrt(s)) <= radius
 
 
 @device
@@ -100,18 +143,20 @@ def next_radius(radius, low, high, inside, want, capacity, farthest_inside):
 @device
 def count_within(x, y, alive, e, i, radius):
     """(eligible others within ``radius``, all eligible others, farthest distance among those within)
-    for agent ``i``; eligible = alive."""
+    for agent ``i``; eligible = alive. Compares squared distances (:func:`within_radius`): one root per
+    pass instead of one per pair, as ``sqrt`` is monotone the farthest is the root of the largest square."""
+    low, high = squared_bounds(radius)
     inside = 0
     total = 0
-    farthest = np.float32(0.0)
+    farthest_squared = np.float32(0.0)
     for j in range(x.shape[1]):
         eligible = (j != i) & (alive[e, j] != 0)
-        d = pair_distance(x, y, e, i, j)
-        within = eligible & (d <= radius)
+        s = pair_squared(x, y, e, i, j)
+        within = eligible & within_radius(s, radius, low, high)
         total += eligible
         inside += within
-        farthest = max(farthest, d if within else np.float32(0.0))
-    return inside, total, farthest
+        farthest_squared = max(farthest_squared, s if within else np.float32(0.0))
+    return inside, total, np.float32(math.sqrt(farthest_squared))
 
 
 @device
@@ -176,13 +221,14 @@ def k_nearest(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_dist, 
         steps += 1
     if inside < want or inside > capacity:
         return select_by_repeated_minimum(x, y, alive, e, i, k, out_idx, row)
+    low, high = squared_bounds(radius)
     n = 0
     for j in range(x.shape[1]):
         if (j != i) & (alive[e, j] != 0):
-            d = pair_distance(x, y, e, i, j)
-            if d <= radius:
+            s = pair_squared(x, y, e, i, j)
+            if within_radius(s, radius, low, high):
                 cand_idx[row, n] = j
-                cand_dist[row, n] = d
+                cand_dist[row, n] = np.float32(math.sqrt(s))
                 n += 1
     return rank_candidates(n, k, cand_idx, cand_dist, out_idx, row)
 
