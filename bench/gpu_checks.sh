@@ -95,31 +95,34 @@ GPU_TIER=${GPU_TIER:-}
 ) &
 TIER=$!
 
-# Issue 42 (GPU env stepping), first: what it decides.
-# 1. The per-call host time of env.step: prepared launches (gpurl.kernels.prepared_launch) against numba-cuda's
-#    ordinary dispatch, side by side, host time to issue a step and synchronised time.
+# Issue 42 (GPU env stepping), first: what is still open there (items 3 and the CUDA C launch), then the items
+# met on 2026-11-30, measured again.
+# 3. tag-10v100 at 1000 and 4096 envs (per call, prepared): against the card's bytes bound. Then side by side
+#    with f3d03ba (before the k-nearest's squared passes and lane-interleaved scratch; bench/gpu_wheels.sh
+#    exports it into .whl/ref), with this checkout's row-major scratch as a third column, and where Nsight
+#    Compute is installed, one step's profile (occupancy, warp stalls, memory): what the next change should aim at.
+step tag_10v100 45 $PY bench/env_throughput.py --device cuda --configs tag-10v100 --sizes 1000,4096 --repeats 3
+step tag_10v100_vs_ref 120 $PY bench/env_vs_ref.py --device cuda --ref-dir .whl/ref --configs tag-10v100 \
+    --also-row-major-scratch --num-envs 1000,4096 --rounds 5
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
+if [ -n "$NCU" ]; then
+    step tag_10v100_ncu 60 "$NCU" --kernel-name-base function --kernel-name regex:tag_continuous \
+        --launch-skip 30 --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters \
+        $PY bench/env_throughput.py --device cuda --configs tag-10v100 --sizes 1000 --repeats 1
+else
+    step tag_10v100_ncu 15 echo "no ncu (Nsight Compute) on this machine: no profile"
+fi
+# 1. The per-call host time of env.step, prepared against the ordinary launch, side by side (host time to issue a
+#    step, and synchronised): the CUDA C build (tag_gridworld.cu: prepared, against CuPy's checked launch) beside
+#    its Numba build; then the Numba-built MPE envs (prepared, against numba-cuda's dispatch).
+step launch_paths_cuda_c 45 $PY bench/launch_paths.py --device cuda --scenarios tag_gridworld,tag_gridworld:cuda_c \
+    --num-envs 1,2000 --steps 200 --repeats 3
 step launch_paths 70 $PY bench/launch_paths.py --device cuda --scenarios simple,simple_tag,simple_spread \
     --num-envs 1,4096,65536 --steps 200 --repeats 3
 # 2. Env-steps/s against JaxMARL's jitted scan, per call and graphed, at 1, 4096 and 65536 envs.
 step peers_envs 170 $PY bench/peers.py --device cuda --peers gpurl,gpurl_graph,jaxmarl --no-train --rounds 2 \
     --scenarios simple,simple_tag,simple_spread --num-envs 1,4096,65536
-# 3. tag-10v100 at 1000 and 4096 envs (per call, now prepared): against the card's bytes bound.
-step tag_10v100 45 $PY bench/env_throughput.py --device cuda --configs tag-10v100 --sizes 1000,4096 --repeats 3
-#    Side by side with f3d03ba (before the k-nearest's squared passes and lane-interleaved scratch; exported by
-#    bench/gpu_wheels.sh into .whl/ref), and where Nsight Compute is installed, one step's profile (occupancy,
-#    warp stalls, memory): what the next change to the step should aim at.
-step tag_10v100_vs_ref 120 $PY bench/env_vs_ref.py --device cuda --ref-dir .whl/ref --configs tag-10v100 \
-    --also-row-major-scratch \
-    --num-envs 1000,4096 --rounds 5
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
-if [ -n "$NCU" ]; then
-    step tag_10v100_ncu 60 "$NCU" --kernel-name-base function --kernel-name regex:tag_continuous --launch-skip 30 \
-        --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-        --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters \
-        $PY bench/env_throughput.py --device cuda --configs tag-10v100 --sizes 1000 --repeats 1
-else
-    echo "== tag_10v100_ncu: skipped, no ncu (Nsight Compute) on this machine" | tee -a "$OUT/summary.log"
-fi
 # 4. A TorchRL collector over gpurl's adapter against VMAS's VmasEnv in the same collector (VMAS collects
 #    4096 x 100 frames in about 6 s on an H200: one batch a round keeps three rounds inside the cap).
 step collector 75 $PY bench/collector.py --device cuda --num-envs 4096 --steps 100 --warmup 1 --batches 1 --rounds 3

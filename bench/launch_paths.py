@@ -5,7 +5,8 @@
   a named tuple (``plain``: Numba unboxes each array).
 - CUDA: the prepared launch (gpurl/kernels/prepared_launch.py, the default: parameters marshalled once,
   ``cuLaunchKernel`` directly) or numba-cuda's ordinary launch (``plain``: typing and marshalling of every
-  argument at every call). Both the host time to issue a step (no synchronisation in the loop: what a step
+  argument at every call). A scenario ``NAME:cuda_c`` (``tag_gridworld:cuda_c``) is the env's CUDA C build:
+  prepared the same way, or ``plain``: CuPy's launch, which checks and packs every argument at every call. Both the host time to issue a step (no synchronisation in the loop: what a step
   loop pays when the GPU keeps up) and the synchronised time per step (host issue and GPU work together).
 
 Two envs of each scenario in one process, one of them on the plain path, take turns: best of
@@ -15,6 +16,7 @@ off, ``global_state=False`` (as bench/peers.py steps gpurl). The last line is ``
     python bench/launch_paths.py                               # simple, simple_tag at 1 and 4096 envs
     python bench/launch_paths.py --scenarios simple --num-envs 4096 --repeats 9
     python bench/launch_paths.py --device cuda --num-envs 1,4096,65536
+    python bench/launch_paths.py --device cuda --scenarios tag_gridworld,tag_gridworld:cuda_c --num-envs 1,2000
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import gpurl
 
 from gpurl.envs import resolve_device
 from gpurl.envs.launch_path import DirectLauncher, DispatchLauncher, PreparedLauncher
+from gpurl.envs.tag_gridworld.cuda_c import GridCudaC
 
 from _common import describe_machine, print_result, sync
 
@@ -43,12 +46,17 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-def make(name: str, num_envs: int, device: torch.device, plain: bool):
-    env = gpurl.make(name, num_envs=num_envs, seed=0, validate=False, global_state=False, device=device)
+def make(scenario: str, num_envs: int, device: torch.device, plain: bool):
+    """The env of ``scenario`` (``NAME`` or ``NAME:cuda_c``), on its plain launch path when ``plain``."""
+    name, _, language = scenario.partition(":")
+    extra = {"kernel_source": "cuda_c"} if language == "cuda_c" else {}
+    env = gpurl.make(name, num_envs=num_envs, seed=0, validate=False, global_state=False, device=device, **extra)
     if plain and isinstance(env.launcher, DirectLauncher):
         env.launcher.direct.pin(None)  # every CPU launch passes the named tuple
     if plain and isinstance(env.launcher, PreparedLauncher):
         env.launcher = DispatchLauncher(env)  # every CUDA launch goes through numba-cuda's dispatch
+    if plain and isinstance(env.launcher, GridCudaC):
+        env.launcher = GridCudaC(env, env.launcher.module, prepare=False)  # CuPy's launch at every call
     env.reset()
     return env
 

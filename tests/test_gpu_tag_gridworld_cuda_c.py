@@ -167,3 +167,24 @@ def test_loader_checks_cuda_arguments_and_reduces_with_threads(requires_cuda):
 
 def test_docs_walk_example_equals_its_numpy_reference_on_the_device(requires_cuda):
     assert run_walk_against_reference(CudaCModule(doc_cuda_sources()[0]), requires_cuda, block=32) >= 20
+
+
+def test_prepared_cuda_c_steps_neither_check_nor_pack_and_match_numba_build(requires_cuda, monkeypatch):
+    # Issue 42: after the first step, a step rewrites the actions' and outputs' pointers in the block packed
+    # then and calls cuLaunchKernel; CuPy's launch and the argument checks are patched to fail after that step.
+    import gpurl.kernels.cuda_c as cuda_c
+
+    c_env, numba_env = make_pair(requires_cuda, num_envs=300)
+    assert c_env.launch_path == "cuda: CUDA C via CuPy, prepared launches"
+    gen = torch.Generator().manual_seed(3)
+    for env in (c_env, numba_env):
+        env.reset()
+    step_pair(c_env, numba_env, steps=1, gen=gen, where="the ordinary first step, ")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a prepared step checked or packed its arguments")
+
+    monkeypatch.setattr(cuda_c, "bind_args", refuse)
+    monkeypatch.setattr(CudaCModule, "launch", refuse)
+    ends = step_pair(c_env, numba_env, steps=20, gen=gen, where="prepared, ")
+    assert ends.sum() >= 3

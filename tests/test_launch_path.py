@@ -7,6 +7,8 @@ test builds two tiny envs and launches them in the simulator (a few seconds).
 """
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 import torch
@@ -111,13 +113,19 @@ def test_no_env_class_launches_around_its_launcher():
 
 
 class FakeModule:
-    """A CUDA C module that records its launches."""
+    """A CUDA C module that records its launches, and the launches it prepares and what they are given."""
 
     def __init__(self):
         self.launches = []
+        self.prepared = []  # (name, grid, block, args, varying)
+        self.prepared_launches = []  # (pointers, stream)
 
     def launch(self, name, grid, block, args):
         self.launches.append((name, grid, block, args))
+
+    def prepare(self, name, grid, block, args, varying):
+        self.prepared.append((name, grid, block, args, varying))
+        return types.SimpleNamespace(launch=lambda pointers, stream: self.prepared_launches.append((pointers, stream)))
 
 
 @pytest.mark.cpu
@@ -132,12 +140,21 @@ def test_tag_gridworld_chooses_its_cuda_c_launcher_when_built(monkeypatch):
     env.kernel_language = "cuda_c"
     env.launcher = env.choose_launcher()
     assert type(env.launcher) is GridCudaC and env.launcher.module is module
-    assert env.launch_path == "cpu: CUDA C built for the host (g++, tests)"
+    assert env.launch_path == "cpu: CUDA C built for the host (g++, tests), prepared launches"
     env.reset()
-    env.step(torch.zeros(2, env.num_agents, 1, dtype=torch.int64))
+    actions = torch.zeros(2, env.num_agents, 1, dtype=torch.int64)
+    env.step(actions)
     (reset_name, grid, _, reset_args), (_, _, _, step_args) = module.launches
     assert (reset_name, grid) == (KERNEL, 2)
     assert reset_args[-2:] == (None, 0) and step_args[-1] == 8  # reset: no actions; step: int64 actions
+    # the first step prepares the next: the actions' and the outputs' pointers vary
+    ((name, _, _, args, varying),) = module.prepared
+    assert name == KERNEL and args is step_args and args[varying[0]] is actions
+    assert [args[k] for k in varying[1:]] == [getattr(env, n) for n in launch_path.OUTPUTS]
+    later = torch.ones_like(actions)
+    env.step(later)
+    assert len(module.launches) == 2 and module.prepared_launches == [
+        ((later.data_ptr(), *(getattr(env, n).data_ptr() for n in launch_path.OUTPUTS)), 0)]
 
 
 @pytest.mark.sim

@@ -154,3 +154,66 @@ def test_frozen_envs_masked_reseed_int32_actions_and_out_match_numba_build(host)
         np.testing.assert_array_equal(getattr(outs[0], name).numpy(), getattr(outs[1], name).numpy(), err_msg=name)
     assert_envs_match(c_env, numba_env, "after a step with out=")
     np.testing.assert_array_equal(outs[0].reward.numpy()[~mask.numpy()], 0)  # frozen envs: reward 0
+
+
+def test_steps_after_the_first_are_prepared_and_neither_check_nor_pack_arguments(host, monkeypatch):
+    # The prepared launch (issue 42): after a constants tuple's first step, a step rewrites the actions' and the
+    # outputs' pointers in the block packed then and hands it to the kernel (cuLaunchKernel's convention; here
+    # the host build). The checks and the packing of an ordinary launch are patched to fail after that step.
+    import gpurl.kernels.cuda_c as cuda_c
+    import gpurl.kernels.cuda_c_host as cuda_c_host
+
+    c_env, numba_env = make_pair(host, 4)
+    assert c_env.launch_path == "cpu: CUDA C built for the host (g++, tests), prepared launches"
+    gen = torch.Generator().manual_seed(2)
+    for env in (c_env, numba_env):
+        env.reset()
+    step_pair(c_env, numba_env, steps=1, gen=gen, where="the ordinary first step, ")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a prepared step checked or packed its arguments")
+
+    for module in (cuda_c, cuda_c_host):
+        monkeypatch.setattr(module, "bind_args", refuse)
+    monkeypatch.setattr(HostCudaCModule, "launch", refuse)
+    ends = step_pair(c_env, numba_env, steps=14, gen=gen, where="prepared, ")
+    assert ends.sum() >= 3  # autoresets inside prepared steps
+    # out=: the prepared block's output pointers are the env's own; a step with out= writes the caller's buffers,
+    # and the next step without it the env's own again
+    E, N, D = c_env.num_envs, c_env.num_agents, c_env.obs_dim
+    S = c_env.global_state_dim
+    outs = [StepOutputs(obs=torch.full((E, N, D), -1.0), reward=torch.full((E, N), -1.0),
+                        terminated=torch.ones(E, dtype=torch.bool), truncated=torch.ones(E, dtype=torch.bool),
+                        final_obs=torch.full((E, N, D), -1.0), global_state=torch.full((E, S), -1.0),
+                        final_global_state=torch.full((E, S), -1.0)) for _ in range(2)]
+    own_obs = c_env.obs.clone()
+    actions = random_actions(numba_env, gen)
+    for env, out in zip((c_env, numba_env), outs):
+        env.step(actions, out=out)
+    for name in StepOutputs._fields:
+        np.testing.assert_array_equal(getattr(outs[0], name).numpy(), getattr(outs[1], name).numpy(), err_msg=name)
+    assert torch.equal(c_env.obs, own_obs)  # the env's own obs untouched by a step with out=
+    step_pair(c_env, numba_env, steps=2, gen=gen, where="prepared, after out=, ")
+
+
+def test_without_preparing_every_step_checks_its_arguments(host, monkeypatch):
+    c_env = make_small(**PARAMS)
+    attach(c_env, host, 4, prepare=False)
+    assert c_env.launch_path == "cpu: CUDA C built for the host (g++, tests)"
+    c_env.reset()
+    calls = []
+    original = HostCudaCModule.launch
+    monkeypatch.setattr(HostCudaCModule, "launch", lambda self, *a, **k: (calls.append(a[0]), original(self, *a, **k)))
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        c_env.step(random_actions(c_env, gen))
+    assert calls == ["tag_gridworld_step"] * 3
+
+
+def test_only_pointer_arguments_may_vary_in_a_prepared_launch(host):
+    env = make_small(**PARAMS)
+    args = kernel_args(env.kernel_tensors(), env._consts, env.obs_dim, torch.zeros(7, 13, 1, dtype=torch.int64))
+    with pytest.raises(ValueError, match="argument 2 cannot vary in a prepared launch"):
+        host.prepare("tag_gridworld_step", 7, 4, args, varying=(2,))  # obs_dim, an int parameter
+    with pytest.raises(ValueError, match="a prepared launch is 1-D"):
+        host.prepare("tag_gridworld_step", (7, 2), 4, args, varying=(3,))

@@ -32,9 +32,12 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .prepared_launch import PreparedLaunch
 
 #: gpurl's CUDA C headers (``gpurl.cuh``, ``gpurl_host.h``); always on the include path.
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -347,6 +350,41 @@ class CudaCModule:
             kernel = self._kernel(cupy, name, device.index)
             with self._stream(cupy, stream, device):
                 kernel(grid, block, kernel_args, shared_mem=shared_mem)
+
+    def prepare(self, name: str, grid, block, args: Sequence, varying: Sequence[int]) -> "PreparedLaunch":
+        """The launch of ``name`` over ``args`` with its parameters checked and packed once: a
+        :class:`~.prepared_launch.PreparedLaunch`, whose ``launch(pointers, stream)`` rewrites only the pointer
+        arguments at the indices ``varying`` (in that order) and calls ``cuLaunchKernel`` on ``stream`` (a
+        CUstream handle). The caller keeps every other argument as it was here (an env's own buffers, its
+        constants) and gives each varying pointer a tensor of the prepared one's dtype, shape and device.
+        1-D launches without dynamic shared memory. Raises NotPrepared where cuda.core is missing."""
+        cupy = require_cupy()
+        import torch
+        from cuda.bindings import driver
+
+        from .prepared_launch import PreparedLaunch
+
+        grid, block, bound = _bind_for_prepare(name, self.params(name), grid, block, args, varying, "cuda")
+        devices = {a.device for a in args if isinstance(a, torch.Tensor)}
+        device = devices.pop() if devices else torch.device("cuda", torch.cuda.current_device())
+        with cupy.cuda.Device(device.index):
+            kernel = self._kernel(cupy, name, device.index)
+        return PreparedLaunch(driver.CUfunction(kernel.kernel.ptr), grid[0], block[0], bound, varying,
+                              driver.cuLaunchKernel)
+
+
+def _bind_for_prepare(name: str, params: list[CParam] | None, grid, block, args: Sequence, varying: Sequence[int],
+                      device_type: str) -> tuple[tuple, tuple, list]:
+    """(grid, block, bound arguments) of a launch to prepare, checked as a launch checks them; only 1-D
+    launches, and every ``varying`` index must be a pointer argument."""
+    grid, block = launch_dims(grid, block)
+    if grid[1:] != (1, 1) or block[1:] != (1, 1) or grid[0] == 0:
+        raise ValueError(f"{name}: a prepared launch is 1-D with at least one block, got grid {grid}, block {block}")
+    bound = bind_args(name, params, args, device_type)
+    for k in varying:
+        if not 0 <= k < len(bound) or not isinstance(bound[k], int) or (params is not None and not params[k].pointer):
+            raise ValueError(f"{name}: argument {k} cannot vary in a prepared launch (only pointer arguments can)")
+    return grid, block, bound
 
 
 # ---- compiling --------------------------------------------------------------------------------------------

@@ -25,11 +25,15 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from .cuda_c import INCLUDE_DIR, _read_source, bind_args, kernel_signatures, launch_dims, parse_params
+from .cuda_c import (INCLUDE_DIR, _bind_for_prepare, _read_source, bind_args, kernel_signatures, launch_dims,
+                     parse_params)
+
+if TYPE_CHECKING:
+    from .prepared_launch import PreparedLaunch
 
 CXX_FLAGS = ("-std=c++20", "-O2", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-Wall", "-Wextra")
 
@@ -137,10 +141,31 @@ class HostCudaCModule:
         bound = bind_args(name, self.signatures[name], args, "cpu")
         if grid[0] == 0:
             return
-        lib = self.build()
         # One buffer per argument, and argv[k] = its address: the cuLaunchKernel convention.
         storage = [np.array([b], dtype=np.uint64) if isinstance(b, int) else np.array([b]) for b in bound]
         argv = np.array([s.ctypes.data for s in storage], dtype=np.uint64)
-        fn = getattr(lib, f"gpurl_host_kernel_{self.kernels.index(name)}")
         with _launch_lock:
-            fn(grid[0], block[0], argv.ctypes.data)
+            self._host_kernel(name)(grid[0], block[0], argv.ctypes.data)
+
+    def prepare(self, name: str, grid, block, args: Sequence, varying: Sequence[int]) -> "PreparedLaunch":
+        """:meth:`CudaCModule.prepare <gpurl.kernels.cuda_c.CudaCModule.prepare>` on the host: the same packed
+        parameter block (cuda.core's ParamHolder), handed to the host kernel where a GPU's ``cuLaunchKernel``
+        would take it, so the packing is checked against the kernel itself without a GPU."""
+        from .prepared_launch import PreparedLaunch
+
+        if name not in self.kernels:
+            raise ValueError(f"kernel {name!r} is not in this host build (kernels: {list(self.kernels)})")
+        grid, block, bound = _bind_for_prepare(name, self.signatures[name], grid, block, args, varying, "cpu")
+        return PreparedLaunch(self._host_kernel(name), grid[0], block[0], bound, varying, _host_launch_kernel)
+
+    def _host_kernel(self, name: str):
+        return getattr(self.build(), f"gpurl_host_kernel_{self.kernels.index(name)}")
+
+
+def _host_launch_kernel(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, stream, params,
+                        extra) -> tuple[int]:
+    """``cuLaunchKernel``'s signature over a host kernel (1-D, no shared memory); returns ``(CUDA_SUCCESS,)``,
+    as cuda.bindings' driver calls return their CUresult."""
+    with _launch_lock:
+        function(grid_x, block_x, params)
+    return (0,)
