@@ -66,6 +66,10 @@ from ..step_inputs import StepOutputs
 from ._common import check_open, is_discrete
 
 DONE_KEYS = ("done", "terminated", "truncated")
+# A TensorDict without checking each entry's shape and device (the entries are this module's own views, of the
+# shapes the specs declare): what TorchRL's own env wrappers build their steps with; a plain TensorDict where a
+# tensordict release has no such constructor.
+_new_tensordict = getattr(TensorDict, "_new_unsafe", TensorDict)
 
 
 def agent_names(env) -> dict[str, list[str]]:
@@ -124,6 +128,9 @@ class GpurlTorchRLEnv(EnvBase):
         self.group_map = agent_names(env)
         self._sizes = {name: g.agents.stop - g.agents.start for name, g in env.groups.items()}
         self._make_specs()
+        self._action_rules = {name: self._action_rule(name) for name in env.groups}
+        # Root keys of a step's input besides the groups' (an unknown group carrying actions is an error).
+        self._known_keys = {*env.groups, *DONE_KEYS, "state", "_reset", "_step"}
         E, N = env.num_envs, env.num_agents
         self._pending_seed: int | None = None
         # The latest observations float32 [E, N, obs_dim] and global state [E, S] of every env (the last step's
@@ -216,20 +223,19 @@ class GpurlTorchRLEnv(EnvBase):
         """The TensorDict of the module docstring, of views of obs float32 [E, N, obs_dim], rewards [E, N] (None
         at a reset), flags bool [E] and the global state [E, S] (or None)."""
         E, N = self.env.num_envs, self.env.num_agents
-        done = terminated | truncated
-        flags = dict(done=done, terminated=terminated, truncated=truncated)
-        # Each flag once for all agents, bool [E, N, 1]: the groups take slices of it.
-        per_agent = {key: flag.view(E, 1, 1).expand(E, N, 1).contiguous() for key, flag in flags.items()}
+        flags = dict(done=terminated | truncated, terminated=terminated, truncated=truncated)
+        # Each flag once for all agents, bool [E, N, 1], the three in one copy: the groups take slices of it.
+        per_agent = torch.stack(tuple(flags.values())).view(3, E, 1, 1).expand(3, E, N, 1).contiguous()
         source = {key: flag.unsqueeze(-1) for key, flag in flags.items()}
         for name, g in self.env.groups.items():
-            group = {key: flag[:, g.agents] for key, flag in per_agent.items()}
+            group = {key: per_agent[k, :, g.agents] for k, key in enumerate(flags)}
             group["observation"] = obs[:, g.agents, :g.obs_dim]
             if reward is not None:
                 group["reward"] = reward[:, g.agents].unsqueeze(-1)
-            source[name] = TensorDict(group, batch_size=(E, self._sizes[name]), device=self.device)
+            source[name] = _new_tensordict(group, batch_size=(E, self._sizes[name]), device=self.device)
         if state is not None:
             source["state"] = state
-        return TensorDict(source, batch_size=self.batch_size, device=self.device)
+        return _new_tensordict(source, batch_size=self.batch_size, device=self.device)
 
     def close(self, *, raise_if_closed: bool = True) -> None:
         """Release the gpurl env (it holds no OS resources: dropping the reference frees its buffers); a later
@@ -292,13 +298,15 @@ class GpurlTorchRLEnv(EnvBase):
         """The groups' actions as gpurl's [E, N, action_dims], checked before anything changes (ValueError or
         TypeError naming the group, the expected and the received)."""
         groups = self.env.groups
-        sent = {key for key in tensordict.keys()
-                if isinstance(tensordict.get(key), TensorDictBase) and "action" in tensordict.get(key).keys()}
-        missing, unknown = [n for n in groups if n not in sent], sorted(sent - set(groups))
-        if missing or unknown:
+        sent = {name: tensordict.get((name, "action"), None) for name in groups}
+        extra = [key for key in tensordict.keys() if key not in self._known_keys]
+        if any(action is None for action in sent.values()) or any(self._carries_action(tensordict, key)
+                                                                  for key in extra):
+            missing = [name for name, action in sent.items() if action is None]
+            unknown = sorted(key for key in extra if self._carries_action(tensordict, key))
             raise ValueError(f"the input tensordict must hold (group, 'action') for each group {list(groups)}; "
                              f"missing {missing}, unknown group(s) {unknown}")
-        checked = {name: self._checked_action(name, tensordict.get((name, "action"))) for name in groups}
+        checked = {name: self._checked_action(name, action) for name, action in sent.items()}
         if self._direct_actions:
             return next(iter(checked.values()))
         for name, action in checked.items():
@@ -306,12 +314,22 @@ class GpurlTorchRLEnv(EnvBase):
             self._actions[:, g.agents, :action.shape[-1]] = action
         return self._actions
 
+    @staticmethod
+    def _carries_action(tensordict: TensorDictBase, key) -> bool:
+        value = tensordict.get(key)
+        return isinstance(value, TensorDictBase) and "action" in value.keys()
+
+    def _action_rule(self, name: str) -> tuple:
+        """What :meth:`_checked_action` checks group ``name``'s action against, read from the specs once (indexing
+        a TorchRL spec costs tens of microseconds): (spec, space, expected shape, dims per agent)."""
+        spec = self.full_action_spec_unbatched[name, "action"]
+        space = self.env.groups[name].action_space
+        return spec, space, (self.env.num_envs, *spec.shape), action_bounds(space)[0] if is_discrete(space) else 0
+
     def _checked_action(self, name: str, action) -> torch.Tensor:
         """Group ``name``'s action as [E, n, dims] int64/float32 on the env's device (categorical for one-hot)."""
         E, n = self.env.num_envs, self._sizes[name]
-        spec = self.full_action_spec_unbatched[name, "action"]
-        space = self.env.groups[name].action_space
-        expected = (E, *spec.shape)
+        spec, space, expected, dims = self._action_rules[name]
         if not isinstance(action, torch.Tensor):
             raise TypeError(f"({name!r}, 'action') must be a torch.Tensor, got {type(action).__name__}")
         if tuple(action.shape) != expected:
@@ -331,7 +349,7 @@ class GpurlTorchRLEnv(EnvBase):
                 raise ValueError(f"({name!r}, 'action') must be one-hot ({type(spec).__name__} {space}): one 1 "
                                  "per action dimension")
             action = spec.to_categorical(action.long())
-        return action.reshape(E, n, action_bounds(space)[0])
+        return action.reshape(E, n, dims)
 
     def _check_not_ended(self, stepping: torch.Tensor | None) -> None:
         """validate=True: a ValueError when an env that ended and was not reset is stepped (one device read);
