@@ -367,10 +367,9 @@ class CudaCModule:
         grid, block, bound = _bind_for_prepare(name, self.params(name), grid, block, args, varying, "cuda")
         devices = {a.device for a in args if isinstance(a, torch.Tensor)}
         device = devices.pop() if devices else torch.device("cuda", torch.cuda.current_device())
-        with cupy.cuda.Device(device.index):
-            kernel = self._kernel(cupy, name, device.index)
-        return PreparedLaunch(driver.CUfunction(kernel.kernel.ptr), grid[0], block[0], bound, varying,
-                              driver.cuLaunchKernel)
+        with cupy.cuda.Device(device.index):  # RawKernel.kernel: the function loaded on the current device
+            function = driver.CUfunction(self._kernel(cupy, name, device.index).kernel.ptr)
+        return PreparedLaunch(function, grid[0], block[0], bound, varying, driver.cuLaunchKernel)
 
 
 def _bind_for_prepare(name: str, params: list[CParam] | None, grid, block, args: Sequence, varying: Sequence[int],
