@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,20 @@ def test_env_kernels_fit_the_block_and_do_not_spill(config, ptxas):
         ptx = inv.cached_ptx_sm90(launch.kernel, launch.args, launch.constants)  # compiled above: cached
         problems += [f"{launch.kernel.name} ({phases}): float64 {op}" for op in float64_instructions(ptx)]
     assert problems == []
+
+
+def test_a_kernel_with_launch_bounds_keeps_its_register_budget(ptxas):
+    """tag_continuous's CUDA build declares launch bounds (256 threads, 2 blocks per SM: 128 registers a thread):
+    the PTX carries them, ptxas keeps to them without spilling, and tag-10v100's blocks of 128 threads keep 4 to
+    an SM (ptxas takes 136 registers and 3 blocks unbounded)."""
+    _, launches = recorded("tag-10v100")
+    step = next(launch for launch in launches if launch.phase == "step")
+    assert step.kernel.launch_bounds == (256, 2) and step.threads == 128
+    ptx = inv.cached_ptx_sm90(step.kernel, step.args, step.constants)
+    assert re.search(r"\.maxntid 256, 1, 1", ptx) and re.search(r"\.minnctapersm 2\b", ptx)
+    res = inv.launch_resources(step, ptxas)
+    assert res.registers <= 128 and res.spill_stores == res.spill_loads == 0, describe("tag_continuous", 128, res)
+    assert occupancy(step.threads, res.registers, res.static_shared + res.dynamic_shared).blocks_per_sm == 4
 
 
 @pytest.mark.parametrize("config", ENV_KERNEL_CONFIGS)

@@ -228,6 +228,17 @@ def test_a_lanes_interleaved_field_is_stored_by_column_for_cuda_builds_only(monk
     assert scratch.allocate((6, 4), "cpu", "cuda").is_contiguous()
 
 
+def test_kernel_launch_bounds_must_allow_the_largest_block():
+    from gpurl.kernels.program import MAX_THREADS_PER_BLOCK, EnvKernel
+
+    phases = [per_agent(lambda e, i, s, c, a: None)]
+    assert EnvKernel("k", phases, 3, launch_bounds=(MAX_THREADS_PER_BLOCK, 2)).launch_bounds == (256, 2)
+    assert EnvKernel("k", phases, 3).launch_bounds is None
+    for bad in ((128, 4), (256, 0), (256, 2, 1), (256.5,)):
+        with pytest.raises(ValueError, match="launch_bounds is"):
+            EnvKernel("k", phases, 3, launch_bounds=bad)
+
+
 def _one_agent_groups(*spaces):
     return {f"g{k}": gpurl.Group(slice(k, k + 1), 2, space) for k, space in enumerate(spaces)}
 

@@ -245,3 +245,27 @@ def test_count_within_at_radii_equal_to_a_pair_distance():
             within = eligible & (d <= radius)
             assert (inside, total) == (within.sum(), eligible.sum()), (scale, radius)
             assert farthest == (d[within].max() if within.any() else 0.0)
+
+
+def test_gather_within_at_radii_equal_to_a_pair_distance():
+    # The gather takes the squares below the band without a root, then, when it found fewer than the count,
+    # decides the band by the root in a second pass: at a radius equal to a pair's rounded distance that pair's
+    # square sits in the band and only the second pass finds it.
+    rng = np.random.default_rng(12)
+    x = rng.uniform(0, 5, (1, 24)).astype(np.float32)
+    y = rng.uniform(0, 5, (1, 24)).astype(np.float32)
+    alive = (rng.uniform(size=(1, 24)) > 0.2).astype(np.int32)
+    d = np.sqrt((x[0] - x[0, 5]) ** 2 + (y[0] - y[0, 5]) ** 2).astype(np.float32)
+    eligible = (np.arange(24) != 5) & (alive[0] != 0)
+    band_hits = 0
+    for radius in d[eligible]:
+        inside, _, _ = neighbors.count_within.py_func(x, y, alive, 0, 5, radius)
+        cand_idx, cand_dist = np.full((1, 33), -7, np.int32), np.full((1, 33), -7.0, np.float32)
+        n = neighbors.gather_within.py_func(x, y, alive, 0, 5, radius, inside, cand_idx, cand_dist, 0)
+        want = np.flatnonzero(eligible & (d <= radius))
+        assert n == inside == len(want)
+        np.testing.assert_array_equal(cand_idx[0, :n], want)
+        np.testing.assert_array_equal(cand_dist[0, :n], d[want])  # the rounded distances, not the squares
+        low, _ = neighbors.squared_bounds.py_func(radius)
+        band_hits += bool(((x[0] - x[0, 5]) ** 2 + (y[0] - y[0, 5]) ** 2)[want].max() > low)
+    assert band_hits == eligible.sum()  # every radius put its own pair in the band

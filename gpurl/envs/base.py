@@ -53,7 +53,9 @@ class KernelEnv(StepInputChecks):
       called before the arrays exist): the phases write the global state ``s.global_state[e, :S]`` after
       the step phases and after the start phases (docs/specs/global_state.md). Without them the toolkit
       writes every agent's observation, its group's ``obs_dim`` features, concatenated in agent order
-      (after construction ``env.global_state_dim`` is S).
+      (after construction ``env.global_state_dim`` is S);
+    - optionally ``cuda_launch_bounds``: what ptxas may assume of its CUDA launches, ``(256, 2)`` to hold a
+      phase-heavy kernel to 128 registers a thread (``bench/kernel_report.py`` shows registers and occupancy).
 
     The kernels see ``s`` (every declared array, plus ``obs``, ``final_obs``, ``reward``, ``terminated``,
     ``truncated``, ``global_state``, ``final_global_state``, ``episode``, ``status``, ``restart``), ``c``
@@ -72,6 +74,9 @@ class KernelEnv(StepInputChecks):
     params_type: ClassVar[type | None] = None
     state: ClassVar[dict[str, Field]] = {}
     scratch: ClassVar[dict[str, Field]] = {}
+    #: The CUDA build's launch bounds (``EnvKernel(launch_bounds=)``), e.g. ``(256, 2)`` to hold a phase-heavy
+    #: kernel to 128 registers a thread; None: ptxas chooses.
+    cuda_launch_bounds: ClassVar[tuple[int, ...] | None] = None
     metrics: ClassVar[tuple[str, ...]] = ()
     step_phases: ClassVar[list] = []
     start_phases: ClassVar[list] = []
@@ -110,7 +115,7 @@ class KernelEnv(StepInputChecks):
         every env of the class shares its compiled builds."""
         if "_kernel" not in cls.__dict__:
             cls._kernel = lifecycle.episode_kernel(cls.env_name(), cls.step_phases, cls.start_phases,
-                                                   tuple(cls.metrics), cls.state_phases)
+                                                   tuple(cls.metrics), cls.state_phases, cls.cuda_launch_bounds)
         return cls._kernel
 
     def _choose_target(self, target) -> str:

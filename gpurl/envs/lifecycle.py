@@ -182,9 +182,10 @@ def _guarded(phases, when, rare: bool, role: str, env_name: str) -> list[Phase]:
 
 
 def episode_kernel(env_name: str, step_phases, start_phases, metrics: tuple[str, ...],
-                   state_phases=None) -> EnvKernel:
+                   state_phases=None, launch_bounds=None) -> EnvKernel:
     """The one kernel of an env: its phases and the toolkit's, guarded as the module docstring says
-    (``state_phases`` None or empty: :func:`default_state_phases`)."""
+    (``state_phases`` None or empty: :func:`default_state_phases`); ``launch_bounds``: its CUDA build's
+    (:class:`~gpurl.kernels.program.EnvKernel`)."""
     state_phases = list(state_phases or default_state_phases())
     if not step_phases:
         raise ValueError(f"{env_name}.step_phases is empty: a step needs at least one phase")
@@ -197,4 +198,4 @@ def episode_kernel(env_name: str, step_phases, start_phases, metrics: tuple[str,
               + _guarded(start_phases, restarting, True, "start_phases", env_name)
               + _guarded(state_phases, restarting_with_state, True, "state_phases", env_name)
               + [per_env(count_episode, when=restarting, rare=True)])
-    return EnvKernel(env_name, phases, nargs=3)
+    return EnvKernel(env_name, phases, nargs=3, launch_bounds=launch_bounds)

@@ -93,7 +93,7 @@ def compile_ptx_sm90(kernel, args: tuple) -> str:
     sig = kernel_signature(tuple(args))
     with pretend_device(SM90):
         try:
-            ptx, _ = cuda.compile_ptx(pyfunc, sig, cc=SM90)
+            ptx, _ = cuda.compile_ptx(pyfunc, sig, cc=SM90, launch_bounds=kernel.launch_bounds)
         except Exception as err:
             try:
                 found = typing_error(kernel, "cuda", tuple(args), err)  # names the author's phase and line
@@ -366,7 +366,8 @@ def cached_ptx_sm90(kernel, args: tuple, constants: tuple = ()) -> str:
         pyfunc = kernel.driver_python("cuda", tuple(constants))
         with pretend_device(SM90):
             try:
-                ptx, _ = cuda.compile_ptx(pyfunc, kernel_signature(tuple(args)), cc=SM90)
+                ptx, _ = cuda.compile_ptx(pyfunc, kernel_signature(tuple(args)), cc=SM90,
+                                          launch_bounds=kernel.launch_bounds)
             except Exception as err:
                 try:
                     found = typing_error(kernel, "cuda", tuple(args), err, tuple(constants))

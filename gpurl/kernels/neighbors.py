@@ -143,20 +143,43 @@ def next_radius(radius, low, high, inside, want, capacity, farthest_inside):
 @device
 def count_within(x, y, alive, e, i, radius):
     """(eligible others within ``radius``, all eligible others, farthest distance among those within)
-    for agent ``i``; eligible = alive. Compares squared distances (:func:`within_radius`): one root per
-    pass instead of one per pair, as ``sqrt`` is monotone the farthest is the root of the largest square."""
+    for agent ``i``; eligible = alive. Compares squared distances with :func:`squared_bounds`, branch-free
+    (the loop's loads can then be issued ahead of its arithmetic): below ``low`` is within, above ``high`` is
+    not; an eligible square between them (within a part in a million of the radius, rare) sends the count
+    to :func:`count_within_by_root`. As ``sqrt`` is monotone, the farthest is the root of the largest square."""
     low, high = squared_bounds(radius)
     inside = 0
+    undecided_or_inside = 0
     total = 0
     farthest_squared = np.float32(0.0)
     for j in range(x.shape[1]):
         eligible = (j != i) & (alive[e, j] != 0)
         s = pair_squared(x, y, e, i, j)
-        within = eligible & within_radius(s, radius, low, high)
+        within = eligible & (s <= low)
+        inside += within
+        undecided_or_inside += eligible & (s <= high)
+        total += eligible
+        farthest_squared = max(farthest_squared, s if within else np.float32(0.0))
+    if undecided_or_inside != inside:
+        return count_within_by_root(x, y, alive, e, i, radius)
+    return inside, total, np.float32(math.sqrt(farthest_squared))
+
+
+@device
+def count_within_by_root(x, y, alive, e, i, radius):
+    """:func:`count_within` from each pair's rounded distance (a root per pair): the exact count where a
+    square is too close to the radius's to decide without its root."""
+    inside = 0
+    total = 0
+    farthest = np.float32(0.0)
+    for j in range(x.shape[1]):
+        eligible = (j != i) & (alive[e, j] != 0)
+        d = pair_distance(x, y, e, i, j)
+        within = eligible & (d <= radius)
         total += eligible
         inside += within
-        farthest_squared = max(farthest_squared, s if within else np.float32(0.0))
-    return inside, total, np.float32(math.sqrt(farthest_squared))
+        farthest = max(farthest, d if within else np.float32(0.0))
+    return inside, total, farthest
 
 
 @device
@@ -221,16 +244,39 @@ def k_nearest(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_dist, 
         steps += 1
     if inside < want or inside > capacity:
         return select_by_repeated_minimum(x, y, alive, e, i, k, out_idx, row)
+    n = gather_within(x, y, alive, e, i, radius, inside, cand_idx, cand_dist, row)
+    return rank_candidates(n, k, cand_idx, cand_dist, out_idx, row)
+
+
+@device
+def gather_within(x, y, alive, e, i, radius, inside, cand_idx, cand_dist, row):
+    """Gather the ``inside`` eligible agents within ``radius`` (as :func:`count_within` counted them) into
+    ``cand_idx[row, :]``, their distances into ``cand_dist[row, :]``; returns how many.
+
+    The pass takes the squares at or below ``squared_bounds(radius)[0]``, which are all within, without a
+    branch but the store's; if that finds fewer than ``inside``, a square in the band around the radius is
+    within too, and a second pass decides the band by the root (rare). The roots of the gathered squares are
+    taken after, once per candidate.
+    """
     low, high = squared_bounds(radius)
     n = 0
     for j in range(x.shape[1]):
-        if (j != i) & (alive[e, j] != 0):
+        s = pair_squared(x, y, e, i, j)
+        if (j != i) & (alive[e, j] != 0) & (s <= low):
+            cand_idx[row, n] = j
+            cand_dist[row, n] = s
+            n += 1
+    if n != inside:
+        n = 0
+        for j in range(x.shape[1]):
             s = pair_squared(x, y, e, i, j)
-            if within_radius(s, radius, low, high):
+            if (j != i) & (alive[e, j] != 0) & within_radius(s, radius, low, high):
                 cand_idx[row, n] = j
-                cand_dist[row, n] = np.float32(math.sqrt(s))
+                cand_dist[row, n] = s
                 n += 1
-    return rank_candidates(n, k, cand_idx, cand_dist, out_idx, row)
+    for a in range(n):
+        cand_dist[row, a] = np.float32(math.sqrt(cand_dist[row, a]))
+    return n
 
 
 @k_nearest.override("cpu")

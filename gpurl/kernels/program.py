@@ -101,15 +101,23 @@ class EnvKernel:
     num_envs, num_agents or any run-time size never recompiles.
     """
 
-    def __init__(self, name: str, phases: list[Phase], nargs: int):
+    def __init__(self, name: str, phases: list[Phase], nargs: int, launch_bounds: tuple[int, ...] | None = None):
         if not phases:
             raise ValueError(f"kernel {name!r} needs at least one phase")
+        if launch_bounds is not None and (not 1 <= len(launch_bounds) <= 2 or launch_bounds[0] < MAX_THREADS_PER_BLOCK
+                                          or any(int(b) != b or b < 1 for b in launch_bounds)):
+            raise ValueError(f"kernel {name!r}: launch_bounds is (max threads per block >= {MAX_THREADS_PER_BLOCK}, "
+                             f"[min blocks per SM]) of positive ints (a launch may take {MAX_THREADS_PER_BLOCK} "
+                             f"threads), got {launch_bounds!r}")
         bad = [p for p in phases if not isinstance(p, Phase)]
         if bad:
             raise TypeError(f"kernel {name!r}: phases must come from per_agent()/per_env(), got {bad}")
         self.name = name
         self.phases = tuple(phases)
         self.nargs = nargs
+        #: numba-cuda's ``launch_bounds`` for the CUDA build (None: none): what ptxas may assume of a launch, e.g.
+        #: ``(256, 2)``: blocks of at most 256 threads, 2 of them resident per SM, so at most 128 registers a thread.
+        self.launch_bounds = None if launch_bounds is None else tuple(int(b) for b in launch_bounds)
         check_phase_signatures(name, self.phases, nargs)
         self._builds: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
@@ -177,7 +185,12 @@ class EnvKernel:
                 else:
                     from numba import cuda
 
-                    self._builds[key] = cuda.jit(driver)
+                    from .interop import simulator_enabled
+
+                    # the simulator's jit takes no launch bounds (it has no registers to bound)
+                    bounds = {} if self.launch_bounds is None or simulator_enabled() else {
+                        "launch_bounds": self.launch_bounds}
+                    self._builds[key] = cuda.jit(driver, **bounds)
             return self._builds[key]
 
     def cpu_build_key(self, constants: tuple = ()) -> str:

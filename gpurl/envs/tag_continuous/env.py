@@ -9,6 +9,7 @@ import numpy as np
 from ...kernels.neighbors import knn_scratch
 from ..base import KernelEnv
 from ...kernels.fields import field
+from ...kernels.program import MAX_THREADS_PER_BLOCK
 from ..spaces import Group
 from .kernels import START_PHASES, STATE_FEATURES, STATE_PHASES, STEP_PHASES
 from . import draw
@@ -38,6 +39,10 @@ class TagContinuous(KernelEnv):
     scratch = {"tagged_by": field("int32", "agents", fill=-1),  # the tagger that tags runner j this step, or -1
                **knn_scratch("num_other_agents_observed", out="nbr_idx")}
     metrics = ("tags",)  # runners tagged in the last step
+    # At most 128 registers a thread (blocks of up to 256 threads, 2 resident per SM): ptxas fits the step in
+    # them without spilling (sm_90, ptxas 13.0) where it would take 136 unbounded, and tag-10v100's blocks of 128
+    # threads then keep 4 to an SM instead of 3 (bench/kernel_report.py prints both).
+    cuda_launch_bounds = (MAX_THREADS_PER_BLOCK, 2)
     step_phases = STEP_PHASES
     start_phases = START_PHASES
     state_phases = STATE_PHASES
