@@ -37,6 +37,23 @@ if TYPE_CHECKING:
 OUTPUTS = ("obs", "final_obs", "reward", "terminated", "truncated", "global_state", "final_global_state")
 
 
+class OutputPointers:
+    """The data pointers of a step's outputs, in :data:`OUTPUTS` order, for a prepared launch: ``pointers(out)``
+    gives the env's own (allocated once, read here once) when ``out`` is None, else those of ``out``'s tensors
+    (a trainer's rollout slot)."""
+
+    def __init__(self, env: "KernelEnv"):
+        self._output_tensors = env._output_tensors
+        own = env._output_tensors(None)
+        self.own = tuple(own[name].data_ptr() for name in OUTPUTS)  # never move: allocated once
+
+    def __call__(self, out: "StepOutputs | None") -> tuple[int, ...]:
+        if out is None:
+            return self.own
+        tensors = self._output_tensors(out)
+        return tuple(tensors[name].data_ptr() for name in OUTPUTS)
+
+
 def choose_launcher(env: "KernelEnv"):
     """The launcher of ``env``'s Numba kernel for its target: direct CPU launches, prepared CUDA launches, or
     (CUDA under NUMBA_ENABLE_CUDASIM=1) the simulator's dispatch."""
@@ -132,8 +149,7 @@ class PreparedLauncher(DispatchLauncher):
         #: {id(constants): (constants, PreparedLaunch or None)}; the tuple is kept so that its id stays its own.
         self._prepared: dict = {}
         self._varying = ((2,), *((0, self._arrays._fields.index(name)) for name in OUTPUTS))
-        own = env._output_tensors(None)
-        self._own_outputs = tuple(own[name].data_ptr() for name in OUTPUTS)  # never move: allocated once
+        self._output_pointers = OutputPointers(env)
 
     def reset(self, consts) -> None:
         if not self._launch_prepared(consts, self._no_action_tensor, None):
@@ -157,12 +173,7 @@ class PreparedLauncher(DispatchLauncher):
         launch = None if entry is None else entry[1]
         if launch is None:
             return False
-        if out is None:
-            outputs = self._own_outputs
-        else:
-            tensors = self._output_tensors(out)
-            outputs = tuple(tensors[name].data_ptr() for name in OUTPUTS)
-        launch.launch((actions.data_ptr(), *outputs), current_stream_handle(self._placed))
+        launch.launch((actions.data_ptr(), *self._output_pointers(out)), current_stream_handle(self._placed))
         return True
 
     def _prepare(self, arrays, consts, actions) -> None:

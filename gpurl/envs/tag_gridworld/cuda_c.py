@@ -17,7 +17,7 @@ import torch
 from ...kernels.interop import current_stream_handle
 from ...kernels.prepared_launch import NotPrepared
 from ...kernels.program import block_size
-from ..launch_path import OUTPUTS
+from ..launch_path import OUTPUTS, OutputPointers
 
 SOURCE = Path(__file__).resolve().with_name("tag_gridworld.cu")
 KERNEL = "tag_gridworld_step"
@@ -66,7 +66,7 @@ class GridCudaC:
         self.module = module
         self.block = block
         self._kernel_tensors = env.kernel_tensors
-        self._output_tensors = env._output_tensors
+        self._output_pointers = OutputPointers(env)
         self._obs_dim = env.obs_dim
         self._env_name = env.env_name()
         self._prepare = prepare
@@ -75,8 +75,6 @@ class GridCudaC:
         self._prepared: dict = {}
         fields = env.kernel_tensors()._fields
         self._output_slots = tuple(_FIRST_ARRAY + fields.index(name) for name in OUTPUTS)
-        own = env._output_tensors(None)
-        self._own_outputs = tuple(own[name].data_ptr() for name in OUTPUTS)  # never move: allocated once
         self._after_arrays = _FIRST_ARRAY + len(fields)
         if env.target == "cuda":
             placed = env._placed
@@ -92,12 +90,7 @@ class GridCudaC:
     def step(self, consts, actions: torch.Tensor, out) -> None:
         entry = self._prepared.get(id(consts))
         if entry is not None and entry[2] is not None and entry[1] == actions.element_size():
-            if out is None:
-                outputs = self._own_outputs
-            else:
-                tensors = self._output_tensors(out)
-                outputs = tuple(tensors[name].data_ptr() for name in OUTPUTS)
-            entry[2].launch((actions.data_ptr(), *outputs), self._stream())
+            entry[2].launch((actions.data_ptr(), *self._output_pointers(out)), self._stream())
             return
         args = self.launch(self._kernel_tensors(out), consts, actions)
         if self._prepare and (entry is None or entry[1] != actions.element_size()):
@@ -109,10 +102,12 @@ class GridCudaC:
     def launch(self, tensors, consts, actions: torch.Tensor | None) -> tuple:
         """One launch through the module's own checks; returns its arguments."""
         num_envs, num_agents = tensors.x.shape
-        block = self.block or block_size(num_agents)
         args = kernel_args(tensors, consts, self._obs_dim, actions)
-        self.module.launch(KERNEL, num_envs, block, args)
+        self.module.launch(KERNEL, num_envs, self._threads(num_agents), args)
         return args
+
+    def _threads(self, num_agents: int) -> int:
+        return self.block or block_size(num_agents)
 
     def _prepare_steps(self, consts, actions: torch.Tensor, args: tuple) -> None:
         """After an ordinary step with ``consts``: prepare the next ones (warned once where that cannot be done)."""
@@ -121,7 +116,7 @@ class GridCudaC:
         num_envs, num_agents = args[0], args[1]
         varying = (self._after_arrays + len(consts), *self._output_slots)  # the actions, then the outputs
         try:
-            prepared = self.module.prepare(KERNEL, num_envs, self.block or block_size(num_agents), args, varying)
+            prepared = self.module.prepare(KERNEL, num_envs, self._threads(num_agents), args, varying)
         except NotPrepared as err:
             warnings.warn(f"{self._env_name}: CUDA C steps stay on CuPy's launch (every argument checked at every "
                           f"call): {err}", RuntimeWarning, stacklevel=4)
