@@ -9,9 +9,10 @@
 # writes its log under $OUT as it goes (a lease returns only what is under $OUT). Benchmarks compare
 # side by side within one run (ratios), so the tier's compile work beside them shifts both sides alike.
 #
-# A later call in the same session may run a part of it (only 8 files come back from a call, and each step
-# writes one): STEPS names the steps to run (default: all), GPU_TIER the gpu tier's test files ("none": no
-# tier), e.g. STEPS="launch_paths peers_envs" GPU_TIER="tests/test_gpu_smoke.py" OUT=... bash bench/gpu_checks.sh 300
+# A call brings back 8 files at most: the step logs come back packed in logs.tar.gz, beside summary.log and
+# machine.log. A later call in the same session may run a part of it: STEPS names the steps to run (default:
+# all), GPU_TIER the gpu tier's test files ("none": no tier), e.g.
+#     STEPS="launch_paths peers_envs" GPU_TIER="tests/test_gpu_smoke.py" OUT=... bash bench/gpu_checks.sh 300
 #
 # Missing Python packages travel as wheels in ./.whl: `bash bench/gpu_wheels.sh` downloads them here (the
 # 'cuda' image lacks gymnasium, farama-notifications, nvtx, pettingzoo, mpe2, pygame-ce (mpe2 imports it), TorchRL and VMAS,
@@ -84,31 +85,34 @@ EOF
 NVCC=$(command -v nvcc || true)
 export PATH="$PATH:/usr/local/cuda/bin${NVCC:+:$(dirname "$(readlink -f "$NVCC")")}"
 
-# The gpu tier, in the background (the memcheck tests run as a step of their own, last: they are slow).
+# The gpu tier, in the background (the memcheck tests run as a step of their own, last: they are slow). BenchMARL
+# is not among the wheels (it is a CPU-tier client of the TorchRL adapter), so its test module is not collected.
 GPU_TIER=${GPU_TIER:-}
 (
     [ "$GPU_TIER" = none ] && exit 0
     timeout --signal=INT --kill-after=10 $(( BUDGET - 30 )) \
-        $PY tests/run_tiers.py --tiers gpu -v -rs --durations=25 --deselect tests/test_gpu_kernel_bounds.py $GPU_TIER \
+        $PY tests/run_tiers.py --tiers gpu -v -rs --durations=25 --deselect tests/test_gpu_kernel_bounds.py \
+            --ignore=tests/test_benchmarl.py $GPU_TIER \
         >"$OUT/gpu_tier.log" 2>&1
     echo "== gpu tier: rc=$? in $(( $(date +%s) - START ))s" >>"$OUT/summary.log"
 ) &
 TIER=$!
 
-# Issue 42 (GPU env stepping), first: what is still open there (items 3 and the CUDA C launch), then the items
-# met on 2026-11-30, measured again.
+# Issue 42 (GPU env stepping), first: what is still open there (item 3), then the items met on 2026-11-30,
+# measured again.
 # 3. tag-10v100 at 1000 and 4096 envs (per call, prepared): against the card's bytes bound. Then side by side
-#    with f3d03ba (before the k-nearest's squared passes and lane-interleaved scratch; bench/gpu_wheels.sh
-#    exports it into .whl/ref), with this checkout's row-major scratch as a third column, and where Nsight
-#    Compute is installed, one step's profile (occupancy, warp stalls, memory): what the next change should aim at.
+#    with the commit before the CUDA builds' counted range loops (REF_COMMIT of bench/gpu_wheels.sh, exported into
+#    .whl/ref), and where Nsight Compute is installed, one step's profile: occupancy, stalls, and the executed
+#    warp instructions and active lanes per instruction, which the counted loops are meant to cut.
 step tag_10v100 45 $PY bench/env_throughput.py --device cuda --configs tag-10v100 --sizes 1000,4096 --repeats 3
-step tag_10v100_vs_ref 120 $PY bench/env_vs_ref.py --device cuda --ref-dir .whl/ref --configs tag-10v100 \
-    --also-row-major-scratch --num-envs 1000,4096 --rounds 5
+step tag_10v100_vs_ref 90 $PY bench/env_vs_ref.py --device cuda --ref-dir .whl/ref --configs tag-10v100 \
+    --num-envs 1000,4096 --rounds 5
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
 if [ -n "$NCU" ]; then
     step tag_10v100_ncu 60 "$NCU" --kernel-name-base function --kernel-name regex:tag_continuous \
         --launch-skip 30 --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
         --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters \
+        --section InstructionStats --metrics smsp__inst_executed.sum,smsp__thread_inst_executed_per_inst_executed.ratio \
         $PY bench/env_throughput.py --device cuda --configs tag-10v100 --sizes 1000 --repeats 1
 else
     step tag_10v100_ncu 15 echo "no ncu (Nsight Compute) on this machine: no profile"
@@ -142,3 +146,6 @@ wait $TIER
 echo "== all done in $(( $(date +%s) - START ))s" >>"$OUT/summary.log"
 cat "$OUT/summary.log"
 tail -5 "$OUT/gpu_tier.log"
+# A call brings back at most 8 files from $OUT: the step logs travel as one archive beside the summary.
+( cd "$OUT" && logs=$(ls *.log | grep -v -x -e summary.log -e machine.log) \
+    && tar -czf logs.tar.gz $logs && rm -f $logs )

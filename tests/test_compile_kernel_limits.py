@@ -79,7 +79,8 @@ def test_env_kernels_fit_the_block_and_do_not_spill(config, ptxas):
         launch, phases = same[0], "+".join(dict.fromkeys(x.phase for x in same))
         res = inv.launch_resources(launch, ptxas)
         print(f"\n{config} {phases}: " + describe(launch.kernel.name, launch.threads, res))
-        problems += [f"{launch.kernel.name} ({phases}): {p}" for p in res.problems(launch.threads)]
+        allowance = inv.SPILL_ALLOWANCE.get(launch.kernel.name, 0)
+        problems += [f"{launch.kernel.name} ({phases}): {p}" for p in res.problems(launch.threads, allowance)]
         ptx = inv.cached_ptx_sm90(launch.kernel, launch.args, launch.constants)  # compiled above: cached
         problems += [f"{launch.kernel.name} ({phases}): float64 {op}" for op in float64_instructions(ptx)]
     assert problems == []
@@ -87,15 +88,16 @@ def test_env_kernels_fit_the_block_and_do_not_spill(config, ptxas):
 
 def test_a_kernel_with_launch_bounds_keeps_its_register_budget(ptxas):
     """tag_continuous's CUDA build declares launch bounds (256 threads, 2 blocks per SM: 128 registers a thread):
-    the PTX carries them, ptxas keeps to them without spilling, and tag-10v100's blocks of 128 threads keep 4 to
-    an SM (ptxas takes 136 registers and 3 blocks unbounded)."""
+    the PTX carries them, ptxas keeps to them spilling no more than its allowance (8 bytes, at a reset), and
+    tag-10v100's blocks of 128 threads keep 4 to an SM (ptxas takes 136 registers and 3 blocks unbounded)."""
     _, launches = recorded("tag-10v100")
     step = next(launch for launch in launches if launch.phase == "step")
     assert step.kernel.launch_bounds == (256, 2) and step.threads == 128
     ptx = inv.cached_ptx_sm90(step.kernel, step.args, step.constants)
     assert re.search(r"\.maxntid 256, 1, 1", ptx) and re.search(r"\.minnctapersm 2\b", ptx)
     res = inv.launch_resources(step, ptxas)
-    assert res.registers <= 128 and res.spill_stores == res.spill_loads == 0, describe("tag_continuous", 128, res)
+    allowance = inv.SPILL_ALLOWANCE["tag_continuous"]
+    assert res.registers <= 128 and max(res.spill_stores, res.spill_loads) <= allowance, describe("tag_continuous", 128, res)
     assert occupancy(step.threads, res.registers, res.static_shared + res.dynamic_shared).blocks_per_sm == 4
 
 

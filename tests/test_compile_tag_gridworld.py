@@ -16,6 +16,7 @@ import gpurl
 from gpurl.envs.tag_gridworld import TagGridworld
 from gpurl.kernels.aot import (assemble_sm90, compile_ptx_sm90, float64_instructions, kernel_signature, sass_sm90,
                               suspect_instructions)
+import gpurl.kernels.counted_loops as counted_loops
 import gpurl.kernels.program as program
 from gpurl.kernels.program import EnvKernel
 
@@ -97,11 +98,12 @@ def _block_per_env_source(name, phases, nargs):
 
 
 def test_int32_action_build_holds_the_form_ptxas_got_wrong(ptxas, cuobjdump, monkeypatch):
-    """The machine-code check has teeth: typed for int32 actions (what the env no longer launches) and laid out
-    a block per env (as the env was when ptxas got it wrong), the kernel's clamp of an action compiles to the
-    VIMNMX form that made action 0 act as 4 on an H100."""
+    """The machine-code check has teeth: typed for int32 actions (what the env no longer launches), laid out a
+    block per env and with its range loops as Numba lowers them (as the env was built when ptxas got it wrong),
+    the kernel's clamp of an action compiles to the VIMNMX form that made action 0 act as 4 on an H100."""
     arrays, consts, actions = launch_args("full_obs", torch.int64)["step"]
     monkeypatch.setattr(program, "_cuda_source", _block_per_env_source)
+    monkeypatch.setattr(counted_loops, "ENABLED", False)
     ptx = compile_ptx_sm90(TagGridworld.class_kernel(), (arrays, consts, actions.astype(np.int32)))
     found = suspect_instructions(sass_sm90(assemble_sm90(ptx, ptxas), cuobjdump))
     assert found and all("VIMNMX" in code for code in found), found

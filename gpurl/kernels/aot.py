@@ -27,7 +27,7 @@ import sysconfig
 import tempfile
 import threading
 import types
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from .errors import raise_alone, typing_error
 
@@ -317,6 +317,39 @@ def suspect_instructions(sass: str) -> list[str]:
     return found
 
 
+_SASS_INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_BACKWARD_BRANCH = re.compile(r"\bBRA\s+(?:\S+\s+)?0x([0-9a-f]+)\b")
+
+
+class SassLoop(NamedTuple):
+    """One loop of a kernel's machine code: from the backward branch's target ``start`` to the branch at
+    ``end`` (addresses), and the ``instructions`` between them as laid out (inner loops included)."""
+
+    start: int
+    end: int
+    instructions: list[str]
+
+    def contains(self, other: "SassLoop") -> bool:
+        return self is not other and self.start <= other.start and other.end <= self.end
+
+    @property
+    def loads(self) -> int:
+        """Global-memory loads in the body (``LDG``)."""
+        return sum("LDG" in op for op in self.instructions)
+
+
+def sass_loops(sass: str) -> list[SassLoop]:
+    """The loops of ``sass`` (from :func:`sass_sm90`), one per backward branch, shortest first."""
+    code = [(int(m.group(1), 16), m.group(2)) for m in map(_SASS_INSTRUCTION.match, sass.splitlines()) if m]
+    loops = []
+    for address, text in code:
+        branch = _BACKWARD_BRANCH.search(text)
+        if branch and int(branch.group(1), 16) < address:
+            top = int(branch.group(1), 16)
+            loops.append(SassLoop(top, address, [t for a, t in code if top <= a <= address]))
+    return sorted(loops, key=lambda loop: len(loop.instructions))
+
+
 # ---- Triton ---------------------------------------------------------------------------------------------
 
 def compile_triton_sm90(fn, signature: dict[str, str], constexprs: dict | None = None, **options):
@@ -351,7 +384,9 @@ def cached_ptx_sm90(kernel, args: tuple, constants: tuple = ()) -> str:
     (kernel, Numba signature, constants) in this process: NVVM takes seconds per kernel and several
     callers (report, compile tier) need the same PTX.
     """
-    key = (kernel, kernel_signature(tuple(args)), tuple(constants))
+    from . import counted_loops
+
+    key = (kernel, kernel_signature(tuple(args)), tuple(constants), counted_loops.ENABLED)
     with _ptx_cache_lock:
         if key in _ptx_cache:
             return _ptx_cache[key]

@@ -22,6 +22,8 @@ from typing import Callable
 
 import numpy as np
 
+from . import counted_loops as _counted
+
 TARGETS = ("cpu", "cuda")
 
 
@@ -61,14 +63,17 @@ class DeviceFunction:
 
     def source_for(self, target: str, constants: tuple = ()) -> Callable:
         """The plain-Python function used for ``target``, globals rebound to that target (and ``constants``,
-        a :func:`freeze_constants` tuple)."""
-        return rebind_globals(self._overrides.get(target, self.py_func), target, constants)
+        a :func:`freeze_constants` tuple); a CUDA build's ``range`` loops counted (:mod:`.counted_loops`)."""
+        pyfunc = self._overrides.get(target, self.py_func)
+        if target == "cuda":
+            pyfunc = _counted.counted_loops(pyfunc)
+        return rebind_globals(pyfunc, target, constants)
 
     def build(self, target: str, constants: tuple = ()) -> Callable:
         """The compiled function for ``target`` with ``constants`` fixed (compiled on the first call, then
         cached per target and constants)."""
         _check_target(target)
-        key = (target, constants)
+        key = (target, constants, target == "cuda" and _counted.ENABLED)  # the flag: bench/kernel_loops.py
         if key not in self._builds:
             self._builds[key] = compile_device(self.source_for(target, constants), target)
         return self._builds[key]
