@@ -122,6 +122,9 @@ fi
 #    its Numba build; then the Numba-built MPE envs (prepared, against numba-cuda's dispatch).
 step launch_paths_cuda_c 45 $PY bench/launch_paths.py --device cuda --scenarios tag_gridworld,tag_gridworld:cuda_c \
     --num-envs 1,2000 --steps 200 --repeats 3
+# The adapters' host time per step on top of env.step (Gymnasium vector, PettingZoo parallel): one wait for the
+# device per step since 2026-11-30 (before: one per output).
+step adapter_step 30 $PY bench/adapter_step.py --device cuda --num-envs 1,4096 --steps 500 --rounds 3
 step launch_paths 70 $PY bench/launch_paths.py --device cuda --scenarios simple,simple_tag,simple_spread \
     --num-envs 1,4096,65536 --steps 200 --repeats 3
 # 2. Env-steps/s against JaxMARL's jitted scan, per call and graphed, at 1, 4096 and 65536 envs.

@@ -94,9 +94,9 @@ def main(argv=None) -> dict:
                    per_load={v: round(per_load(r["loops"]), 2) for v, r in (("counted", counted), ("range", plain))},
                    loops={v: r["loops"] for v, r in (("counted", counted), ("range", plain))})
         rows.append(row)
-        print(f"\n{row['config']} {row['phase']} ({row['kernel']}): instructions {row['instructions']['range']} -> "
-              f"{row['instructions']['counted']}, registers {row['registers']['range']} -> {row['registers']['counted']}, "
-              f"innermost loops' instructions per load {row['per_load']['range']} -> {row['per_load']['counted']}")
+        change = {key: f"{row[key]['range']} -> {row[key]['counted']}" for key in ("instructions", "registers", "per_load")}
+        print(f"\n{row['config']} {row['phase']} ({row['kernel']}): instructions {change['instructions']}, "
+              f"registers {change['registers']}, innermost loops' instructions per load {change['per_load']}")
         for variant in ("range", "counted"):
             largest = sorted(row["loops"][variant], key=lambda loop: -loop["loads"])[:args.top]
             print(f"  {variant:8s} innermost loops (instructions/loads): "

@@ -164,6 +164,21 @@ def test_parallel_env_names_and_prefixes():
     assert renamed.observation_space("prey_0").shape == (14,)
 
 
+def test_parallel_env_takes_every_form_of_a_discrete_action_alike():
+    """Plain ints (the adapter's fast path), numpy integers, 0-d arrays, bools and tensors step alike."""
+    forms = [int, np.int64, np.array, lambda k: torch.tensor(k), lambda k: bool(k) if k < 2 else k]
+    runs = []
+    for form in forms:
+        par = make_parallel("simple_tag")
+        par.reset(seed=3)
+        obs = []
+        for t in range(5):  # the whole episode (max_cycles=5)
+            step = par.step({a: form((t + k) % 5) for k, a in enumerate(par.agents)})
+            obs.append(np.concatenate([step[0][a] for a in par.possible_agents]))
+        runs.append(np.stack(obs))
+    assert all(np.array_equal(run, runs[0]) for run in runs[1:])
+
+
 def test_parallel_env_errors():
     par = make_parallel("simple_tag")
     with pytest.raises(RuntimeError, match="reset"):
@@ -178,6 +193,10 @@ def test_parallel_env_errors():
         par.step({**good, "agent_9": 0})
     with pytest.raises(ValueError, match="action 5 of agent 'adversary_1' is out of range"):
         par.step({**good, "adversary_1": 5})
+    with pytest.raises(ValueError, match="action -1 of agent 'adversary_1' is out of range"):
+        par.step({**good, "adversary_1": -1})  # a plain int takes the fast path only when in range
+    with pytest.raises(ValueError, match="action 5 of agent 'agent_0' is out of range"):
+        par.step({**good, "agent_0": np.int64(5)})
     with pytest.raises(ValueError, match="must be integers"):
         par.step({**good, "agent_0": 1.0})
     with pytest.raises(ValueError, match="dict"):

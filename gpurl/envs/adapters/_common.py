@@ -22,6 +22,20 @@ def host_copy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().to("cpu", copy=True).numpy()  # host-ok: adapters hand numpy to the ecosystem
 
 
+def host_arrays(*tensors: torch.Tensor) -> list[np.ndarray]:
+    """Numpy arrays that own their memory, one per tensor of a step's outputs (all on one device), fetched
+    with one wait for the device: CUDA tensors are copied into pinned host memory without blocking and the
+    stream is waited on once, where a copy each would wait each time; CPU tensors are copied by numpy, which
+    costs less than a torch copy for a step's small arrays."""
+    if tensors and tensors[0].is_cuda:
+        staged = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
+        for host, tensor in zip(staged, tensors):
+            host.copy_(tensor.detach(), non_blocking=True)
+        torch.cuda.current_stream(tensors[0].device).synchronize()  # host-ok: the step's one wait
+        return [host.numpy() for host in staged]
+    return [np.array(tensor.detach().numpy()) for tensor in tensors]  # host-ok: host memory already
+
+
 def is_discrete(space: gymnasium.Space) -> bool:
     """Discrete or MultiDiscrete (integer actions); False for Box."""
     return action_bounds(space)[1] is not None
@@ -60,9 +74,10 @@ def random_actions(space: gymnasium.Space, out: torch.Tensor, generator: torch.G
     dims, high = action_bounds(space)
     shape = out.shape[:-1]
     if high is not None:
-        # One randint per action dimension: exact for every n (rand() * n can round up to n in float32).
+        # Integers drawn per action dimension, in place (the draws of torch.randint, without its temporary):
+        # exact for every n, where rand() * n can round up to n in float32.
         for d in range(dims):
-            out[..., d] = torch.randint(0, int(high[d]), shape, generator=generator, device=out.device)
+            out[..., d].random_(0, int(high[d]), generator=generator)
         return
     low = torch.as_tensor(space.low.reshape(dims), device=out.device)
     width = torch.as_tensor((space.high - space.low).reshape(dims), device=out.device)

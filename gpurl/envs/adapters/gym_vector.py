@@ -12,8 +12,8 @@ from gymnasium.vector.utils import batch_space
 
 from ..checks import check_seed
 from ..spaces import action_bounds
-from ._common import (check_host_actions, check_open, check_random_space, host_copy, is_discrete, observation_space,
-                      random_actions)
+from ._common import (check_host_actions, check_open, check_random_space, host_arrays, host_copy, is_discrete,
+                      observation_space, random_actions)
 
 #: other_actions(group name, obs float32 [num_envs, group size, group obs_dim] on env.device)
 #: -> actions [num_envs, group size, action_dims] (or [num_envs, group size] for Discrete) on env.device.
@@ -88,9 +88,12 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         self.render_mode = None
 
         discrete = is_discrete(spec.action_space)
-        # All agents' actions go in one step, [E, N, action_dims] (a narrower Box group's padded with 0).
+        # All agents' actions go in one step, [E, N, action_dims] (a narrower Box group's padded with 0);
+        # each group writes its own columns of its own rows, a view taken once.
         self._actions = torch.zeros(env.num_envs, env.num_agents, env.action_dims,
                                     dtype=torch.int64 if discrete else torch.float32, device=env.device)
+        self._own_actions = self._group_actions(self.group)
+        self._other_actions = {name: self._group_actions(name) for name in self._others}
         self._generator = torch.Generator(device=env.device)
         self._generator.manual_seed(env.seed)
 
@@ -122,17 +125,18 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
         Returns ``(obs, rewards, terminations, truncations, infos)`` as described in the class docstring.
         """
         check_open(self)
-        env, E, G = self.env, self.env.num_envs, self._group_size
+        env, G = self.env, self._group_size
         host = check_host_actions(actions, self.single_action_space, self.num_envs, self._name_sub_env)
-        dims = host.shape[-1]  # the group's own width: a narrower Box group's columns after it stay 0
-        self._actions[:, self._agents, :dims] = torch.as_tensor(host, device=env.device).view(E, G, dims)
+        self._own_actions.copy_(torch.from_numpy(host.reshape(self._own_actions.shape)))
         for name in self._others:
             self._act_for(name)
         obs, reward, terminated, truncated, info = env.step(self._actions)
 
-        rewards = host_copy(reward[:, self._agents]).reshape(self.num_envs).astype(np.float64)
-        terminations = np.repeat(host_copy(terminated), G)
-        truncations = np.repeat(host_copy(truncated), G)
+        # One wait for the device: the flags, the rewards and the observations come back together.
+        terminations, truncations, rewards, obs_rows = host_arrays(terminated, truncated, reward[:, self._agents],
+                                                                   self._group_rows(obs))
+        terminations, truncations = np.repeat(terminations, G), np.repeat(truncations, G)
+        rewards = rewards.reshape(self.num_envs).astype(np.float64)
         infos: dict[str, Any] = {}
         ended = terminations | truncations
         if ended.any():
@@ -141,17 +145,26 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
             for j in np.flatnonzero(ended):
                 final_obs[j] = final[j]
             infos = {"final_obs": final_obs, "_final_obs": ended, "final_info": {}, "_final_info": ended.copy()}
-        return self._group_obs(obs), rewards, terminations, truncations, infos
+        return obs_rows.reshape(self.num_envs, self._obs_dim), rewards, terminations, truncations, infos
 
     def close_extras(self, **kwargs):
         self.env = None  # gpurl envs hold no OS resources; dropping the reference frees the buffers
 
     # ---- helpers ---------------------------------------------------------------------------------
 
+    def _group_rows(self, obs: torch.Tensor) -> torch.Tensor:
+        """[E, N, env.obs_dim] -> the group's rows, [E, group size, group obs_dim] (a view)."""
+        return obs[:, self._agents, :self._obs_dim]
+
     def _group_obs(self, obs: torch.Tensor) -> np.ndarray:
         """[E, N, env.obs_dim] -> float32 [E * group size, group obs_dim], a fresh host array."""
-        rows = obs[:, self._agents, :self._obs_dim]
-        return host_copy(rows).reshape(self.num_envs, self._obs_dim)
+        return host_copy(self._group_rows(obs)).reshape(self.num_envs, self._obs_dim)
+
+    def _group_actions(self, name: str) -> torch.Tensor:
+        """The columns of group ``name``'s actions in the step's action tensor: a view [E, its size, its
+        action dims] (a narrower Box group's columns after its own stay 0)."""
+        group = self.env.groups[name]
+        return self._actions[:, group.agents, :action_bounds(group.action_space)[0]]
 
     def _name_sub_env(self, j: int) -> str:
         e, k = divmod(j, self._group_size)
@@ -159,7 +172,7 @@ class GymVectorEnv(gymnasium.vector.VectorEnv):
 
     def _act_for(self, name: str) -> None:
         group = self.env.groups[name]
-        target = self._actions[:, group.agents, :action_bounds(group.action_space)[0]]
+        target = self._other_actions[name]
         if self.other_actions == "random":
             random_actions(group.action_space, target, self._generator)
         elif self.other_actions == "noop":

@@ -4,11 +4,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import gymnasium
 import numpy as np
 import pettingzoo
 import torch
 
-from ._common import check_host_actions, check_open, host_copy, is_discrete, observation_space
+from ._common import check_host_actions, check_open, host_arrays, host_copy, is_discrete, observation_space
 
 
 def default_prefixes(env) -> dict[str, str]:
@@ -77,6 +78,9 @@ class ParallelEnv(pettingzoo.ParallelEnv):
         self.state_space = observation_space(env.global_state_dim)
         self.agents: list[str] = []
         self._discrete = all(is_discrete(g.action_space) for g in env.groups.values())
+        # agent -> n of its Discrete(n) space: step() takes a plain int in [0, n) without the general check
+        self._choices = {agent: int(space.n) for agent, space in self._action_spaces.items()
+                         if isinstance(space, gymnasium.spaces.Discrete) and space.start == 0}
         self._actions = np.zeros((env.num_agents, env.action_dims),
                                  dtype=np.int64 if self._discrete else np.float32)
 
@@ -117,6 +121,11 @@ class ParallelEnv(pettingzoo.ParallelEnv):
                              f"unknown {unknown}")
         for agent in self.agents:
             value = actions[agent]
+            choices = self._choices.get(agent)
+            if (choices is not None and isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+                    and 0 <= value < choices):  # a plain int of a Discrete space, in range: the check's verdict
+                self._actions[self._rows[agent][0], 0] = value
+                continue
             one = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value)[None]  # host-ok
             named = lambda _k, a=agent: f"agent {a!r}"  # noqa: E731
             checked = check_host_actions(one, self._action_spaces[agent], 1, named)[0]
@@ -125,10 +134,11 @@ class ParallelEnv(pettingzoo.ParallelEnv):
         obs, reward, terminated, truncated, _ = self.env.step(batch)
 
         live = self.agents
-        rewards = host_copy(reward[0])
-        ended_by = bool(terminated[0]), bool(truncated[0])
+        # One wait for the device: observations, rewards and flags come back together.
+        rows, rewards, flags = host_arrays(obs[0], reward[0], torch.stack((terminated[0], truncated[0])))
+        ended_by = bool(flags[0]), bool(flags[1])
         self.agents = [] if any(ended_by) else list(live)
-        return (self._observations(obs, live),
+        return (self._agent_rows(rows, live),
                 {a: float(rewards[self._rows[a][0]]) for a in live},
                 {a: ended_by[0] for a in live},
                 {a: ended_by[1] for a in live},
@@ -155,7 +165,10 @@ class ParallelEnv(pettingzoo.ParallelEnv):
     # ---- helpers ---------------------------------------------------------------------------------
 
     def _observations(self, obs: torch.Tensor, agents: list[str]) -> dict[str, np.ndarray]:
-        rows = host_copy(obs[0])  # one transfer for all agents: float32 [N, env.obs_dim]
+        return self._agent_rows(host_copy(obs[0]), agents)  # one transfer for all agents
+
+    def _agent_rows(self, rows: np.ndarray, agents: list[str]) -> dict[str, np.ndarray]:
+        """float32 [N, env.obs_dim] host rows -> {agent: its row, cut to its group's obs_dim}."""
         return {agent: rows[self._rows[agent][0], :self._rows[agent][1]] for agent in agents}
 
     def _known(self, agent: str) -> str:
