@@ -8,7 +8,7 @@ an env launches (under whatever names) are found, with their exact arguments, ``
 (``gpurl.kernels.program.launch_geometry``), and nothing runs. Triton kernels (gpurl.fusion) are listed with the
 signature, constexprs and warps their launchers use. tag_gridworld's CUDA C build is added when its module is there.
 
-Resources are sm_90's: PTX from NVVM (:func:`~gpurl.kernels.aot.cached_ptx_sm90`), Triton or NVRTC,
+Resources are sm_90's (bench/kernel_resources.py): PTX from NVVM (:func:`~gpurl.kernels.aot.cached_ptx_sm90`), Triton or NVRTC,
 assembled by the CUDA toolkit's ``ptxas -v`` (:func:`~gpurl.kernels.aot.ptxas_resources`).
 """
 from __future__ import annotations
@@ -24,9 +24,9 @@ import torch
 
 import gpurl
 from gpurl.envs.random_actions import RandomActions, action_columns
-from gpurl.kernels.aot import cached_ptx_sm90, compile_triton_sm90, ptxas_resources
-from gpurl.kernels.occupancy import block_limits, occupancy
+from gpurl.kernels.aot import cached_ptx_sm90, compile_triton_sm90
 from gpurl.kernels.program import EnvKernel, launch_geometry
+from kernel_resources import SPILL_ALLOWANCE, Resources, resources_of_ptx  # noqa: F401 - re-exported
 
 #: H100 SXM HBM3 bandwidth (bytes/s): the ceiling of a kernel that only moves its arrays once.
 H100_BYTES_PER_S = 3.35e12
@@ -196,52 +196,6 @@ def distinct_arrays(args: tuple) -> dict[str, np.ndarray]:
 
 
 # ---- resources -------------------------------------------------------------------------------------------
-
-#: Spill bytes (stores, and loads, each) an env kernel may have, by kernel name, where they were read to sit off
-#: its step's path. tag_continuous, held to 128 registers by its launch bounds: since the counted range loops,
-#: ptxas spills two 4-byte values, stored and loaded only in the observe phase of a new episode's start
-#: (nvdisasm line info, 2026-11-30: two loads per agent at a reset, none in a step).
-SPILL_ALLOWANCE = {"tag_continuous": 8}
-
-
-@dataclass
-class Resources:
-    """sm_90 resources of one kernel: registers per thread, spills (every function of its PTX), stack
-    frame, static shared memory (ptxas) and dynamic shared memory (Triton's launch), per block."""
-
-    registers: int
-    spill_stores: int
-    spill_loads: int
-    stack_frame: int
-    static_shared: int
-    dynamic_shared: int = 0
-    arch: str = "sm_90"
-
-    @property
-    def spills(self) -> int:
-        return self.spill_stores + self.spill_loads
-
-    def problems(self, threads: int, spill_allowance: int = 0) -> list[str]:
-        """Why this kernel at ``threads`` per block is not clean: spills (beyond ``spill_allowance`` bytes
-        each way, :data:`SPILL_ALLOWANCE`), or a broken per-block limit."""
-        found = block_limits(threads, self.registers, self.static_shared, self.dynamic_shared)
-        if max(self.spill_stores, self.spill_loads) > spill_allowance:
-            found.append(f"spills: {self.spill_stores} B stores, {self.spill_loads} B loads")
-        if not found and occupancy(threads, self.registers, self.static_shared + self.dynamic_shared).blocks_per_sm < 1:
-            found.append("no block fits an SM")
-        return found
-
-
-def resources_of_ptx(ptx: str, entry: str | None = None, dynamic_shared: int = 0, ptxas: str | None = None) -> Resources:
-    """:class:`Resources` of the kernel ``entry`` (the PTX's only entry when None) from ``ptxas -v``."""
-    report = ptxas_resources(ptx, ptxas)
-    entries = [r for r in report.values() if r.entry and (entry is None or r.name == entry)]
-    if len(entries) != 1:
-        raise ValueError(f"expected one entry {entry or ''} in the PTX, found {[r.name for r in entries]}")
-    k = entries[0]
-    return Resources(k.registers, sum(r.spill_stores for r in report.values()),
-                     sum(r.spill_loads for r in report.values()), k.stack_frame, k.smem, dynamic_shared, k.arch)
-
 
 def launch_resources(launch: Launch, ptxas: str | None = None) -> Resources:
     """sm_90 resources of a recorded env-kernel launch (its exact argument types and constants)."""

@@ -36,7 +36,8 @@ def measure(configs: list[str], variant: str) -> list[dict]:
     import kernel_inventory as inv
 
     from gpurl.kernels import counted_loops
-    from gpurl.kernels.aot import assemble_sm90, cached_ptx_sm90, find_ptxas, sass_loops, sass_sm90
+    from gpurl.kernels.aot import (assemble_sm90, cached_ptx_sm90, find_ptxas, sass_instructions, sass_loops,
+                                   sass_sm90)
 
     counted_loops.ENABLED = variant == "counted"
     ptxas = find_ptxas()
@@ -54,8 +55,7 @@ def measure(configs: list[str], variant: str) -> list[dict]:
             innermost = [loop for loop in loops if loop.loads and not any(loop.contains(o) for o in loops)]
             rows.append(compiled.setdefault(ptx, dict(
                 config=config, phase=launch.phase, kernel=launch.kernel.name,
-                instructions=sum(1 for line in sass.splitlines() if line.strip().startswith("/*") and "*/" in line
-                                 and line.split("*/", 1)[1].strip()),
+                instructions=len(sass_instructions(sass)),
                 registers=inv.launch_resources(launch, ptxas).registers,
                 loops=[dict(instructions=len(loop.instructions), loads=loop.loads) for loop in innermost],
             )))
@@ -94,7 +94,8 @@ def main(argv=None) -> dict:
                    per_load={v: round(per_load(r["loops"]), 2) for v, r in (("counted", counted), ("range", plain))},
                    loops={v: r["loops"] for v, r in (("counted", counted), ("range", plain))})
         rows.append(row)
-        change = {key: f"{row[key]['range']} -> {row[key]['counted']}" for key in ("instructions", "registers", "per_load")}
+        change = {key: f"{row[key]['range']} -> {row[key]['counted']}"
+                  for key in ("instructions", "registers", "per_load")}
         print(f"\n{row['config']} {row['phase']} ({row['kernel']}): instructions {change['instructions']}, "
               f"registers {change['registers']}, innermost loops' instructions per load {change['per_load']}")
         for variant in ("range", "counted"):

@@ -338,9 +338,14 @@ class SassLoop(NamedTuple):
         return sum("LDG" in op for op in self.instructions)
 
 
+def sass_instructions(sass: str) -> list[tuple[int, str]]:
+    """The instructions of ``sass`` (from :func:`sass_sm90`): (address, text without its encoding)."""
+    return [(int(m.group(1), 16), m.group(2)) for m in map(_SASS_INSTRUCTION.match, sass.splitlines()) if m]
+
+
 def sass_loops(sass: str) -> list[SassLoop]:
     """The loops of ``sass`` (from :func:`sass_sm90`), one per backward branch, shortest first."""
-    code = [(int(m.group(1), 16), m.group(2)) for m in map(_SASS_INSTRUCTION.match, sass.splitlines()) if m]
+    code = sass_instructions(sass)
     loops = []
     for address, text in code:
         branch = _BACKWARD_BRANCH.search(text)

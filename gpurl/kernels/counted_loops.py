@@ -76,7 +76,7 @@ class _RangeLoops(ast.NodeTransformer):
     def visit_FunctionDef(self, node):  # a nested def is compiled on its own terms: leave it
         return node
 
-    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
 
     def visit_For(self, node: ast.For):
         self.generic_visit(node)

@@ -32,7 +32,7 @@ def host_arrays(*tensors: torch.Tensor) -> list[np.ndarray]:
         for host, tensor in zip(staged, tensors):
             host.copy_(tensor.detach(), non_blocking=True)
         torch.cuda.current_stream(tensors[0].device).synchronize()  # host-ok: the step's one wait
-        return [host.numpy() for host in staged]
+        return [host.numpy() for host in staged]  # host-ok: pinned host memory, copied in by then
     return [np.array(tensor.detach().numpy()) for tensor in tensors]  # host-ok: host memory already
 
 

@@ -135,8 +135,8 @@ class ParallelEnv(pettingzoo.ParallelEnv):
 
         live = self.agents
         # One wait for the device: observations, rewards and flags come back together.
-        rows, rewards, flags = host_arrays(obs[0], reward[0], torch.stack((terminated[0], truncated[0])))
-        ended_by = bool(flags[0]), bool(flags[1])
+        rows, rewards, ended, cut = host_arrays(obs[0], reward[0], terminated[:1], truncated[:1])
+        ended_by = bool(ended[0]), bool(cut[0])
         self.agents = [] if any(ended_by) else list(live)
         return (self._agent_rows(rows, live),
                 {a: float(rewards[self._rows[a][0]]) for a in live},
