@@ -8,7 +8,8 @@
 #
 #     bash bench/gpu_wheels.sh          # then: the device call carries .whl (run(carry=[".whl"]))
 #
-# It also exports gpurl at REF_COMMIT (default bc67ef3, before the CUDA builds' counted range loops) into .whl/ref, which
+# It also exports gpurl at REF_COMMIT (default e2b88ac: tag_continuous observing with a thread per agent, before its team
+# phase) into .whl/ref, which
 # gpu_checks.sh's side-by-side env step compares this checkout against.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +35,7 @@ for name in gym vmas; do
     python3 -m pip wheel --quiet --no-deps -w .whl "${pinned:-$name}"
 done
 # The package at REF_COMMIT, for bench/env_vs_ref.py --ref-dir (the GPU machine gets no .git to export it from).
-REF_COMMIT=${REF_COMMIT:-bc67ef3}
+REF_COMMIT=${REF_COMMIT:-e2b88ac}
 mkdir -p .whl/ref
 git archive "$REF_COMMIT" gpurl | tar -x -C .whl/ref
 git rev-parse --short "$REF_COMMIT" > .whl/ref/COMMIT

@@ -5,7 +5,7 @@ imports it, prints the RESULT line.
 Env kernels are *recorded*, not listed: an env of each configuration is built with the CUDA target over host memory
 and its ``EnvKernel.launch`` is replaced by a recorder for one ``reset()`` and one ``step()``, so whatever kernels
 an env launches (under whatever names) are found, with their exact arguments, ``constants`` and launch geometry
-(``gpurl.kernels.program.launch_geometry``), and nothing runs. Triton kernels (gpurl.fusion) are listed with the
+(``EnvKernel.geometry``, ``gpurl.kernels.program.launch_geometry``), and nothing runs. Triton kernels (gpurl.fusion) are listed with the
 signature, constexprs and warps their launchers use. tag_gridworld's CUDA C build is added when its module is there.
 
 Resources are sm_90's (bench/kernel_resources.py): PTX from NVVM (:func:`~gpurl.kernels.aot.cached_ptx_sm90`), Triton or NVRTC,
@@ -25,7 +25,7 @@ import torch
 import gpurl
 from gpurl.envs.random_actions import RandomActions, action_columns
 from gpurl.kernels.aot import cached_ptx_sm90, compile_triton_sm90
-from gpurl.kernels.program import EnvKernel, launch_geometry
+from gpurl.kernels.program import EnvKernel
 from kernel_resources import SPILL_ALLOWANCE, Resources, resources_of_ptx  # noqa: F401 - re-exported
 
 #: H100 SXM HBM3 bandwidth (bytes/s): the ceiling of a kernel that only moves its arrays once.
@@ -95,16 +95,16 @@ class Launch:
 
     @property
     def blocks(self) -> int:
-        return launch_geometry(self.num_envs, self.num_agents)[0]
+        return self.kernel.geometry(self.num_envs, self.num_agents)[0]
 
     @property
     def threads(self) -> int:
-        return launch_geometry(self.num_envs, self.num_agents)[1]
+        return self.kernel.geometry(self.num_envs, self.num_agents)[1]
 
     @property
     def lanes_busy(self) -> float:
         """The fraction of a block's threads that hold an agent (an env's agents beyond its lanes stride)."""
-        _, threads, lanes = launch_geometry(self.num_envs, self.num_agents)
+        _, threads, lanes = self.kernel.geometry(self.num_envs, self.num_agents)
         envs_per_block = min(threads // lanes, self.num_envs)
         return envs_per_block * min(self.num_agents, lanes) / threads
 

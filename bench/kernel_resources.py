@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from gpurl.kernels.aot import ptxas_resources
 from gpurl.kernels.occupancy import block_limits, occupancy
 
-#: Spill bytes (stores, and loads, each) a kernel may have, by name, read (nvdisasm line info) to sit off its
-#: step: tag_continuous at its launch bounds' 128 registers reloads two values only when an episode starts.
-SPILL_ALLOWANCE = {"tag_continuous": 8}
+#: Spill bytes (stores, and loads, each) a kernel may have, by name, where they were read (nvdisasm line info) to
+#: sit off its step. None now: tag_continuous's 8 bytes at a reset went with its team phase.
+SPILL_ALLOWANCE: dict[str, int] = {}
 
 
 @dataclass

@@ -87,7 +87,7 @@ def test_env_kernels_fit_the_block_and_do_not_spill(config, ptxas):
 
 def test_a_kernel_with_launch_bounds_keeps_its_register_budget(ptxas):
     """tag_continuous's CUDA build declares launch bounds (256 threads, 2 blocks per SM: 128 registers a thread):
-    the PTX carries them, ptxas keeps to them spilling no more than its allowance (8 bytes, at a reset), and
+    the PTX carries them, ptxas keeps to them spilling no more than its allowance (none), and
     tag-10v100's blocks of 128 threads keep 4 to an SM (ptxas takes 136 registers and 3 blocks unbounded)."""
     _, launches = recorded("tag-10v100")
     step = next(launch for launch in launches if launch.phase == "step")
@@ -95,7 +95,7 @@ def test_a_kernel_with_launch_bounds_keeps_its_register_budget(ptxas):
     ptx = inv.cached_ptx_sm90(step.kernel, step.args, step.constants)
     assert re.search(r"\.maxntid 256, 1, 1", ptx) and re.search(r"\.minnctapersm 2\b", ptx)
     res = inv.launch_resources(step, ptxas)
-    allowance = inv.SPILL_ALLOWANCE["tag_continuous"]
+    allowance = inv.SPILL_ALLOWANCE.get("tag_continuous", 0)
     within = res.registers <= 128 and max(res.spill_stores, res.spill_loads) <= allowance
     assert within, describe("tag_continuous", 128, res)
     assert occupancy(step.threads, res.registers, res.static_shared + res.dynamic_shared).blocks_per_sm == 4

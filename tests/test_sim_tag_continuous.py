@@ -21,7 +21,9 @@ import gpurl
 import gpurl.kernels.program as program
 from gpurl.envs.tag_continuous import TagContinuous
 from gpurl.kernels.neighbors import k_nearest, k_nearest_ref, knn_scratch_shapes
-from gpurl.kernels.program import EnvKernel, per_agent
+from gpurl.kernels.neighbors_team import k_nearest_team
+from gpurl.kernels.program import EnvKernel, per_agent, per_agent_team
+from gpurl.kernels.team import team_range
 from gpurl.kernels.scratch import lane, num_lanes
 
 from tag_harness import random_actions
@@ -115,12 +117,11 @@ def test_both_builds_run_in_the_simulator_process():
 @pytest.mark.parametrize("full", [True, False], ids=["full_obs", "k_nearest"])
 def test_simulator_matches_cpu_build_across_autoreset(full):
     sim, cpu = make_pair(use_full_observation=full, num_other_agents_observed=3)
-    # The k-nearest scratch: lanes interleaved in the CUDA build (a warp reads one slot of its rows together),
-    # row-major on the CPU; the kernels index [row, slot] in both.
+    # The k-nearest scratch of a team phase: a row per env on both targets (the team holds one agent at a time),
+    # row-major (a team writes and reads along one row).
     for name in ("cand_idx", "cand_dist", "nbr_idx"):
-        rows = sim._tensors[name].shape[0]
-        assert sim._tensors[name].stride() == (1, rows) and getattr(sim._arrays, name).strides[0] == 4, name
-        assert cpu._tensors[name].is_contiguous(), name
+        assert sim._tensors[name].shape == cpu._tensors[name].shape, name
+        assert sim._tensors[name].shape[0] == sim.num_envs and sim._tensors[name].is_contiguous(), name
     sim.reset()
     cpu.reset()
     assert_envs_match(sim, cpu, "reset")
@@ -196,14 +197,18 @@ def _knn_phase(e, i, x, y, alive, k, radius, dist_row, cand_idx, cand_dist, out_
 knn_kernel = EnvKernel("knn_probe", [per_agent(_knn_phase)], nargs=11)
 
 
-def _run_knn(target, x, y, alive, k, radius):
+def _run_knn(target, x, y, alive, k, radius, kernel=knn_kernel, rows=None, capacity=None):
+    """(found [E, N], the k nearest [E, N, k]) of ``kernel`` (a probe above) over scratch of ``rows`` rows (default:
+    a row per lane) and ``capacity`` candidate slots (default: knn_scratch_shapes')."""
     E, N = x.shape
-    shapes = knn_scratch_shapes(target, num_lanes(target, E, N), N, k)
-    scratch = [np.zeros(shapes["dist_row"], np.float32), np.zeros(shapes["cand_idx"], np.int32),
-               np.zeros(shapes["cand_dist"], np.float32), np.zeros(shapes["out_idx"], np.int32)]
+    shapes = knn_scratch_shapes(target, num_lanes(target, E, N) if rows is None else rows, N, k)
+    width = shapes["cand_idx"][1] if capacity is None else capacity + 1
+    rows = shapes["cand_idx"][0]
+    scratch = [np.zeros(shapes["dist_row"], np.float32), np.full((rows, width), -7, np.int32),
+               np.zeros((rows, width), np.float32), np.full((rows, width), -7, np.int32)]
     found = np.full((E, N), -7, np.int32)
     result = np.full((E, N, k), -7, np.int32)
-    knn_kernel.launch(target, E, N, x, y, alive, np.int32(k), np.float32(radius), *scratch, found, result)
+    kernel.launch(target, E, N, x, y, alive, np.int32(k), np.float32(radius), *scratch, found, result)
     return found, result
 
 
@@ -225,11 +230,17 @@ def _knn_case(name):
         return x, y, np.array([[1, 0, 1, 0, 0, 1]], np.int32), 4, 1.0
     if name == "tied_beyond_capacity":  # 40 at one point: no radius holds <= 32 of 39, exact fallback
         return np.ones((1, 40), np.float32), np.ones((1, 40), np.float32), np.ones((1, 40), np.int32), 3, 0.5
+    if name == "more_neighbours_than_threads":  # k = 20 of 40 (capacity 40)
+        x, y = rng.uniform(0, 4, (2, 1, 40)).astype(np.float32)
+        return x, y, (rng.uniform(size=(1, 40)) < 0.9).astype(np.int32), 20, 0.5
     raise KeyError(name)
 
 
-@pytest.mark.parametrize("name", ["random_some_dead", "crowd_shrinks_radius", "lattice_ties",
-                                  "fewer_alive_than_k", "tied_beyond_capacity"])
+KNN_CASES = ["random_some_dead", "crowd_shrinks_radius", "lattice_ties", "fewer_alive_than_k", "tied_beyond_capacity",
+             "more_neighbours_than_threads"]
+
+
+@pytest.mark.parametrize("name", KNN_CASES)
 def test_generic_k_nearest_matches_reference(name):
     x, y, alive, k, radius = _knn_case(name)
     E, N = x.shape
@@ -245,3 +256,49 @@ def test_generic_k_nearest_matches_reference(name):
     if name == "tied_beyond_capacity":
         np.testing.assert_array_equal(result[0, 0], [1, 2, 3])
         np.testing.assert_array_equal(result[0, 5], [0, 1, 2])
+
+
+# ---- k_nearest_team: the env's threads together, one agent after another ---------------------------------
+# The simulator runs a Python thread per CUDA thread and a barrier costs it milliseconds, so the crowded cases
+# are smaller here, with a smaller candidate capacity (the scratch's width) in place of more agents.
+
+
+def _knn_team_phase(e, i, x, y, alive, k, radius, dist_row, cand_idx, cand_dist, out_idx, found, result):
+    found[e, i] = k_nearest_team(x, y, alive, e, i, k, radius, dist_row, cand_idx, cand_dist, out_idx, e)
+    for s in team_range(k):
+        result[e, i, s] = out_idx[e, s]
+
+
+knn_team_kernel = EnvKernel("knn_team_probe", [per_agent_team(_knn_team_phase)], nargs=11)
+
+
+def _knn_team_case(name):
+    """(x, y, alive, k, radius hint, candidate capacity or None for knn_scratch_shapes')."""
+    rng = np.random.default_rng(7)
+    if name == "crowd_shrinks_radius":  # 11 others inside the hint > capacity 6: bisects down
+        x, y = rng.uniform(0, 4, (2, 1, 12)).astype(np.float32)
+        return x, y, np.ones((1, 12), np.int32), 3, 100.0, 6
+    if name == "tied_beyond_capacity":  # 9 at one point: no radius holds <= 4 of 8, exact fallback
+        return np.ones((1, 9), np.float32), np.ones((1, 9), np.float32), np.ones((1, 9), np.int32), 3, 0.5, 4
+    if name == "more_neighbours_than_threads":  # 40 agents on 32 threads: two chunks a pass, 20 ranks
+        x, y, alive, k, radius = _knn_case(name)
+        return x, y, alive, k, radius, None
+    return (*_knn_case(name), None)
+
+
+@pytest.mark.parametrize("name", ["random_some_dead", "lattice_ties", "fewer_alive_than_k", "crowd_shrinks_radius",
+                                  "tied_beyond_capacity", "more_neighbours_than_threads"])
+def test_team_k_nearest_matches_reference(name, monkeypatch):
+    monkeypatch.setattr(program, "MAX_THREADS_PER_BLOCK", 32)  # a team of 32 threads (of block_size(N) at most)
+    x, y, alive, k, radius, capacity = _knn_team_case(name)
+    E, N = x.shape
+    found, result = _run_knn("cuda", x, y, alive, k, radius, knn_team_kernel, rows=E, capacity=capacity)
+    assert knn_team_kernel.build("cuda").block_dim == (32, 1, 1)
+    for e in range(E):
+        for i in range(N):
+            want = k_nearest_ref(x[e], y[e], alive[e], i, k)
+            np.testing.assert_array_equal(result[e, i], want, err_msg=f"{name}: env {e} agent {i}")
+            assert found[e, i] == (want >= 0).sum()
+    cpu_found, cpu_result = _run_knn("cpu", x, y, alive, k, radius, knn_team_kernel, rows=E, capacity=capacity)
+    np.testing.assert_array_equal(cpu_result, result)
+    np.testing.assert_array_equal(cpu_found, found)

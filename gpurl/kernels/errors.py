@@ -123,7 +123,8 @@ def is_author_error(err: BaseException) -> bool:
 
 # ---- phase signatures (checked when a kernel is made) -----------------------------------------------------
 
-_CALLS = {"agent": ("per_agent", "(e, i, *args)", 2), "env": ("per_env", "(e, *args)", 1)}
+_CALLS = {"agent": ("per_agent", "(e, i, *args)", 2), "team": ("per_agent_team", "(e, i, *args)", 2),
+          "env": ("per_env", "(e, *args)", 1)}
 
 
 def _accepts(fn: Callable, count: int) -> bool:
@@ -163,7 +164,8 @@ def phase_signature_problems(phases, nargs: int) -> list[str]:
     for p, phase in enumerate(phases):
         maker, call, lead = _CALLS[phase.kind]
         impls = (phase.fn.py_func, *phase.fn._overrides.values())
-        checks = [(impl, phase.kind, lead, f"a per_{phase.kind} phase") for impl in impls]
+        role = "env" if phase.kind == "env" else "agent"  # a team phase is called as a per_agent one
+        checks = [(impl, role, lead, f"a {maker} phase") for impl in impls]
         when = getattr(phase, "when", None)
         if when is not None:
             checks += [(impl, "when", 1, "its when guard") for impl in (when.py_func, *when._overrides.values())]

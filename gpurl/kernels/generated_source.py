@@ -17,7 +17,7 @@ def _phase_lines(p: int, phase: Phase, args: str, indent: str, agents_loop: list
     if phase.when is not None:
         lines.append(f"{indent}if when{p}(e, {args}):")
         indent += "    "
-    if phase.kind == "agent":
+    if phase.kind != "env":
         lines += [indent + line.format(call=f"phase{p}(e, i, {args})") for line in agents_loop]
     else:
         lines.append(f"{indent}phase{p}(e, {args})")
@@ -119,12 +119,15 @@ def _cuda_source(name: str, phases: tuple[Phase, ...], nargs: int) -> str:
         "    has_env = slot < envs_per_block and e < num_envs",
     ]
     stride = ["i = lane", "while i < num_agents:", "    {call}", "    i += lanes"]
+    # a team phase: every thread of the env's block (the block is the env's, :func:`launch_geometry`) calls fn
+    # for agent 0, then 1, ...: the same calls in the same order, so they meet at the team functions' barriers
+    team = ["i = 0", "while i < num_agents:", "    {call}", "    i += 1"]
     for p, phase in enumerate(phases):
         if p and not (phase.kind == "env" and phases[p - 1].kind == "env"):
             lines.append("    cuda.syncthreads()")
-        if phase.kind == "agent":
+        if phase.kind != "env":
             lines.append("    if has_env:")
-            lines += _phase_lines(p, phase, args, "        ", stride)
+            lines += _phase_lines(p, phase, args, "        ", stride if phase.kind == "agent" else team)
         else:
             lines.append("    if has_env and lane == 0:")
             lines += _phase_lines(p, phase, args, "        ", [])

@@ -169,7 +169,7 @@ def _argument_names(fn: Callable, phase_fn: Callable, phase_kind: str, args: tup
     """Parameter name -> launch argument, from the phase's signature; a helper's parameters count when
     they carry the phase's names (``s``, ``c``, ...)."""
     code = phase_fn.__code__
-    params = code.co_varnames[:code.co_argcount][2 if phase_kind == "agent" else 1:]
+    params = code.co_varnames[:code.co_argcount][1 if phase_kind == "env" else 2:]
     names = dict(zip(params, args))
     if fn is not phase_fn:
         own = set(fn.__code__.co_varnames[:fn.__code__.co_argcount])

@@ -183,16 +183,22 @@ def count_within_by_root(x, y, alive, e, i, radius):
 
 
 @device
+def rank_of(a, n, cand_idx, cand_dist, row):
+    """Rank of candidate ``a`` among the ``n`` of ``row``: how many come before it in (distance, index) order."""
+    da = cand_dist[row, a]
+    ja = cand_idx[row, a]
+    rank = 0
+    for b in range(n):
+        db = cand_dist[row, b]
+        rank += (db < da) | ((db == da) & (cand_idx[row, b] < ja))
+    return rank
+
+
+@device
 def rank_candidates(n, k, cand_idx, cand_dist, out_idx, row):
     """out_idx[row, rank] = candidate, rank in (distance, index) order; slots n..k-1 get -1."""
     for a in range(n):
-        da = cand_dist[row, a]
-        ja = cand_idx[row, a]
-        rank = 0
-        for b in range(n):
-            db = cand_dist[row, b]
-            rank += (db < da) | ((db == da) & (cand_idx[row, b] < ja))
-        out_idx[row, rank] = ja
+        out_idx[row, rank_of(a, n, cand_idx, cand_dist, row)] = cand_idx[row, a]
     for s in range(n, k):
         out_idx[row, s] = -1
     return min(n, k)

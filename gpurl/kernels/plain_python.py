@@ -24,7 +24,7 @@ def _plain_python(pyfunc: Callable, cache: dict, constants: tuple = (), target: 
     plain_globals.update(fixed)
     for name in names:
         helper = plain_globals[name]
-        plain_globals[name] = _plain_python(helper._overrides.get(target, helper.py_func), cache, constants, target)
+        plain_globals[name] = _plain_python(helper.plain(target), cache, constants, target)
     clone = types.FunctionType(pyfunc.__code__, plain_globals, pyfunc.__name__, pyfunc.__defaults__,
                                pyfunc.__closure__)
     cache[id(pyfunc)] = clone

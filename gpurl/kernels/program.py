@@ -40,6 +40,7 @@ from .float64 import watch_cpu_build
 from .generated_source import _cpu_sources, _cuda_source
 from .plain_python import _plain_python
 from .targets import TARGETS, DeviceFunction
+from .team import team_misuse
 
 if TYPE_CHECKING:
     from .prepared_launch import PreparedLaunch
@@ -61,11 +62,12 @@ FIXED_AGENTS = "GPURL_AGENTS"
 
 @dataclass(frozen=True)
 class Phase:
-    """One step of a kernel: ``fn`` run per agent (``kind="agent"``) or per env (``"env"``), only in the
+    """One step of a kernel: ``fn`` run per agent (``kind="agent"``; ``"team"``: by the env's threads together,
+    :mod:`.team`) or per env (``"env"``), only in the
     envs where ``when(e, *args)`` is true (every env when ``when`` is None); make it with
     :func:`per_agent` / :func:`per_env`."""
 
-    kind: str  # "agent" | "env"
+    kind: str  # "agent" | "team" | "env"
     fn: DeviceFunction
     when: DeviceFunction | None = None
     #: ``when`` is rarely true (e.g. an env restarting): the CPU build runs the phase out of line, which keeps
@@ -81,6 +83,13 @@ def per_agent(fn, when=None, rare=False) -> Phase:
     """A phase that runs ``fn(e, i, *args)`` for every agent ``i`` of every env ``e`` (where
     ``when(e, *args)``; ``rare``: see :class:`Phase`)."""
     return Phase("agent", _device_function(fn), _device_function(when), rare)
+
+
+def per_agent_team(fn, when=None, rare=False) -> Phase:
+    """A team phase (:mod:`.team`): ``fn(e, i, *args)`` for every agent ``i`` of every env ``e``, one agent after
+    another, each call made by all of the env's threads on CUDA; ``team_range`` loops and team functions
+    (:func:`~.neighbors.k_nearest_team`) share out the work. On the CPU it is :func:`per_agent`."""
+    return Phase("team", _device_function(fn), _device_function(when), rare)
 
 
 def per_env(fn, when=None, rare=False) -> Phase:
@@ -119,6 +128,11 @@ class EnvKernel:
         #: ``(256, 2)``: blocks of at most 256 threads, 2 of them resident per SM, so at most 128 registers a thread.
         self.launch_bounds = None if launch_bounds is None else tuple(int(b) for b in launch_bounds)
         check_phase_signatures(name, self.phases, nargs)
+        misuse = team_misuse(name, self.phases)
+        if misuse:
+            raise ValueError("\n".join(misuse))
+        #: A team phase needs the env's threads in one block of their own (:func:`launch_geometry`).
+        self.has_team_phase = any(phase.kind == "team" for phase in self.phases)
         self._builds: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
         self.bounds = BoundsCheck(self)  # the first launches of each build and shapes: see .bounds
@@ -224,13 +238,17 @@ class EnvKernel:
                 with self._announced(compiled, target, values):
                     compiled(*values)
                 return
-            blocks, threads, lanes = launch_geometry(num_envs, num_agents)
+            blocks, threads, lanes = self.geometry(num_envs, num_agents)
             launcher = compiled[blocks, threads] if stream is None else compiled[blocks, threads, stream]
             values = (num_envs, num_agents, lanes, *args)
             with self._announced(compiled, target, values):
                 launcher(*values)
         except Exception as err:
             self._raise_diagnosed(err, target, num_envs, num_agents, args, constants)
+
+    def geometry(self, num_envs: int, num_agents: int) -> tuple[int, int, int]:
+        """``(blocks, threads per block, lanes per env)`` of this kernel's CUDA launch (:func:`launch_geometry`)."""
+        return launch_geometry(num_envs, num_agents, team=self.has_team_phase)
 
     def _announced(self, compiled, target: str, values: tuple):
         """:func:`.compile_log.compiling` around a launch of ``values`` that compiles (or loads from the build
@@ -281,7 +299,7 @@ class EnvKernel:
             return None
         from .prepared_launch import prepare
 
-        blocks, threads, lanes = launch_geometry(num_envs, num_agents)
+        blocks, threads, lanes = self.geometry(num_envs, num_agents)
         return prepare(self.build("cuda", constants), blocks, threads, (num_envs, num_agents, lanes, *args),
                        [(3 + path[0], *path[1:]) for path in varying])
 
@@ -315,7 +333,7 @@ class EnvKernel:
                             continue
                         if ran is not None:
                             ran.add(p)
-                        if kind == "agent":
+                        if kind != "env":  # a team phase too: plain Python runs one agent after another
                             for i in range(num_agents):
                                 fn(e, i, *args)
                         else:
@@ -332,15 +350,15 @@ def block_size(num_agents: int) -> int:
     return min(MAX_THREADS_PER_BLOCK, warps * WARP)
 
 
-def launch_geometry(num_envs: int, num_agents: int) -> tuple[int, int, int]:
+def launch_geometry(num_envs: int, num_agents: int, team: bool = False) -> tuple[int, int, int]:
     """``(blocks, threads per block, lanes per env)`` of a CUDA launch over ``num_envs`` envs.
 
-    A world of more than a warp's agents (or any world with :data:`PACK_SMALL_WORLDS` off) gets a block of
-    :func:`block_size` threads per env. A smaller one gets one lane per agent (one per env for a one-agent
+    A world of more than a warp's agents (or any world with :data:`PACK_SMALL_WORLDS` off, or a kernel with a
+    team phase, ``team``: its barriers are the block's) gets a block of :func:`block_size` threads per env. A smaller one gets one lane per agent (one per env for a one-agent
     world), and a block holds ``PACKED_THREADS // lanes`` envs (fewer when there are fewer envs, in whole
     warps): simple_tag's 4 agents keep 32 of a warp's 32 lanes busy, where a block per env kept 4.
     """
-    if num_agents > WARP or not PACK_SMALL_WORLDS:
+    if num_agents > WARP or not PACK_SMALL_WORLDS or team:
         threads = block_size(num_agents)
         return max(1, num_envs), threads, threads
     lanes = max(1, num_agents)

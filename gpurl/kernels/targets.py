@@ -27,6 +27,18 @@ from . import counted_loops as _counted
 TARGETS = ("cpu", "cuda")
 
 
+class _CudaModule:
+    """Stands for ``numba.cuda`` in a module of CUDA overrides (``from .targets import CUDA as cuda``): a CUDA
+    build binds the real module (:func:`rebind_globals`), the simulator's under ``NUMBA_ENABLE_CUDASIM``.
+    Importing ``numba.cuda`` when gpurl is imported would fix that choice before a test or a user makes it."""
+
+    def __repr__(self) -> str:
+        return "<numba.cuda, bound by a CUDA build>"
+
+
+CUDA = _CudaModule()
+
+
 class DeviceFunction:
     """A plain-Python function that gpurl compiles per target.
 
@@ -35,8 +47,12 @@ class DeviceFunction:
     ``fn.build(target, constants)`` one with those globals fixed, in it and in every helper it calls.
     """
 
-    def __init__(self, pyfunc: Callable, overrides: dict[str, Callable] | None = None):
+    def __init__(self, pyfunc: Callable, overrides: dict[str, Callable] | None = None, team_only: bool = False):
         self.py_func = pyfunc
+        #: Callable only from a team phase (:mod:`.team`): its CUDA build splits work over the env's threads.
+        self.team_only = team_only
+        #: Targets whose override needs a team of threads; plain Python (one agent at a time) runs ``py_func``.
+        self._threaded: set[str] = set()
         self.__name__ = pyfunc.__name__
         self.__doc__ = pyfunc.__doc__
         self.__wrapped__ = pyfunc
@@ -49,17 +65,26 @@ class DeviceFunction:
     def __repr__(self) -> str:
         return f"<gpurl device function {self.py_func.__module__}.{self.__name__}>"
 
-    def override(self, target: str):
-        """Decorator: give ``target`` its own plain-Python implementation of this function."""
+    def override(self, target: str, threaded: bool = False):
+        """Decorator: give ``target`` its own plain-Python implementation of this function. ``threaded``: it is
+        the work of a team of threads (barriers, thread indices), so plain Python, which runs one agent after
+        another (:meth:`plain`), runs ``py_func`` for that target instead."""
         _check_target(target)
 
         def register(pyfunc: Callable) -> Callable:
             self._overrides[target] = pyfunc
+            if threaded:
+                self._threaded.add(target)
             for key in [k for k in self._builds if k[0] == target]:
                 del self._builds[key]
             return pyfunc
 
         return register
+
+    def plain(self, target: str) -> Callable:
+        """The implementation plain Python runs for ``target`` (:mod:`.plain_python`): its override unless that
+        one is ``threaded``."""
+        return self.py_func if target in self._threaded else self._overrides.get(target, self.py_func)
 
     def source_for(self, target: str, constants: tuple = ()) -> Callable:
         """The plain-Python function used for ``target``, globals rebound to that target (and ``constants``,
@@ -79,11 +104,12 @@ class DeviceFunction:
         return self._builds[key]
 
 
-def device(pyfunc: Callable | None = None):
-    """Mark a plain-Python helper as a gpurl device function (compiled per target on demand)."""
+def device(pyfunc: Callable | None = None, team_only: bool = False):
+    """Mark a plain-Python helper as a gpurl device function (compiled per target on demand); ``team_only``:
+    callable only from a team phase (:mod:`.team`)."""
     if pyfunc is None:
-        return device
-    return DeviceFunction(pyfunc)
+        return lambda fn: DeviceFunction(fn, team_only=team_only)
+    return DeviceFunction(pyfunc, team_only=team_only)
 
 
 def _check_target(target: str) -> None:
@@ -135,6 +161,10 @@ def rebind_globals(pyfunc: Callable, target: str, constants: tuple = ()) -> Call
         if isinstance(pyfunc.__globals__[name], DeviceFunction)
     }
     swapped.update((name, value) for name, value in constants if name in needed)
+    if target == "cuda" and any(pyfunc.__globals__[name] is CUDA for name in needed):
+        from numba import cuda
+
+        swapped.update((name, cuda) for name in needed if pyfunc.__globals__[name] is CUDA)
     if not swapped:
         return pyfunc
     new_globals = dict(pyfunc.__globals__)

@@ -6,7 +6,7 @@ import math
 import gymnasium
 import numpy as np
 
-from ...kernels.neighbors import knn_scratch
+from ...kernels.neighbors_team import team_knn_scratch
 from ..base import KernelEnv
 from ...kernels.fields import field
 from ...kernels.program import MAX_THREADS_PER_BLOCK
@@ -37,7 +37,7 @@ class TagContinuous(KernelEnv):
     state = {**{name: field("float32", "agents") for name in ("x", "y", "speed", "direction", "acceleration")},
              "alive": field("int32", "agents"), "num_runners": field("int32"), "timestep": field("int32")}
     scratch = {"tagged_by": field("int32", "agents", fill=-1),  # the tagger that tags runner j this step, or -1
-               **knn_scratch("num_other_agents_observed", out="nbr_idx")}
+               **team_knn_scratch("num_other_agents_observed", out="nbr_idx")}
     metrics = ("tags",)  # runners tagged in the last step
     # At most 128 registers a thread (blocks of up to 256 threads, 2 resident per SM): ptxas fits the step in
     # them without spilling (sm_90, ptxas 13.0) where it would take 136 unbounded, and tag-10v100's blocks of 128

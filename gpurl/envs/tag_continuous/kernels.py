@@ -4,18 +4,20 @@ Every phase takes ``(e, [i,] s, c, actions)``: env e, agent i, ``s`` the env's a
 fields, the ``tagged_by`` and k-nearest scratch, the acceleration/turn tables, the ``tags`` metric and
 the toolkit's outputs), ``c`` its constants (env.py), ``actions`` int [E, N, 2]. A step follows the spec:
 
-  begin (timestep+1) | move | observe + find tags | runners: tag penalty, exit, end bonus
+  begin (timestep+1) | move | observe (a team phase) | runners: found tags, tag penalty, exit, end bonus
   | per env: credit taggers, runners left, terminated/truncated
 
-and a new episode: draw agents | counters | observe. The global state (``state_phases``, after both) is
+and a new episode: draw agents | counters | observe (a team phase). Observing is a team's work
+(:mod:`gpurl.kernels.team`): on CUDA the env's threads find one agent's k nearest together, then write its
+row's slots, agent after agent, where a thread per agent would pass over all the others on its own. The global state (``state_phases``, after both) is
 every agent's ``STATE_FEATURES`` features, normalised as the observation normalises them, then the time.
 """
 import math
 
 import numpy as np
 
-from ...kernels import (clamp_action, cos32, fmod32, k_nearest, lane, pair_distance, per_agent, per_env, random_below,
-                        random_uniform, sin32)
+from ...kernels import (clamp_action, cos32, fmod32, k_nearest_team, pair_distance, per_agent, per_agent_team, per_env,
+                        random_below, random_uniform, sin32, team_range)
 from ...kernels.targets import device
 
 _TWO_PI = np.float32(2.0 * math.pi)   # 6.2831855
@@ -64,13 +66,14 @@ def tag_write_features(e, i, j, slot, stride, s, c):
 
 @device
 def tag_observe(e, i, s, c):
-    """Write agent i's observation row (full or k-nearest) from the current state."""
+    """Write agent i's observation row (full or k-nearest) from the current state: a team's work (a team
+    phase calls it; each thread writes its share of the row's slots)."""
     row = s.obs[e, i]
     n = s.x.shape[1]
     if c.full_obs != 0:
         stride = n - 1
         alive_i = s.alive[e, i] != 0
-        for j in range(n):
+        for j in team_range(n):
             if j != i:
                 slot = j if j < i else j - 1
                 if alive_i:
@@ -84,16 +87,15 @@ def tag_observe(e, i, s, c):
         return
     k = c.k
     if s.alive[e, i] == 0:
-        for f in range(7 * k + 1):
+        for f in team_range(7 * k + 1):
             row[f] = _ZERO
         return
-    r = lane(e, i, n)
     # The hint holds ~k agents at full density; fewer agents in the game spread out: widen it.
     in_game = c.num_taggers + s.num_runners[e]
     radius = c.search_radius * np.float32(math.sqrt(np.float32(n - 1) / np.float32(max(in_game - 1, 1))))
-    k_nearest(s.x, s.y, s.alive, e, i, k, radius, s.dist_row, s.cand_idx, s.cand_dist, s.nbr_idx, r)
-    for slot in range(k):
-        j = s.nbr_idx[r, slot]
+    k_nearest_team(s.x, s.y, s.alive, e, i, k, radius, s.dist_row, s.cand_idx, s.cand_dist, s.nbr_idx, e)
+    for slot in team_range(k):
+        j = s.nbr_idx[e, slot]
         if j >= 0:
             tag_write_features(e, i, j, slot, k, s, c)
         else:
@@ -144,11 +146,19 @@ def tag_move(e, i, s, c, actions):
     s.reward[e, i] = reward
 
 
-def tag_observe_and_find_tags(e, i, s, c, actions):
-    """Spec step 3 (obs before tags) and the first half of step 4: which tagger tags runner i."""
+def tag_observe_all(e, i, s, c, actions):
+    """Spec step 3: agent i's observation, before this step's tags (a team phase)."""
     tag_observe(e, i, s, c)
+
+
+def tag_apply_tags(e, i, s, c, actions):
+    """Spec step 4 for runner i: which tagger tags it (the nearest, if within the tag radius), its tag penalty
+    and exit, then the end-of-game bonus. Runner i's tag reads positions and its own ``alive`` only, so it is
+    the same whichever runners this phase has already taken out."""
+    if i < c.num_taggers:
+        return
     tagger = -1
-    if i >= c.num_taggers and s.alive[e, i] != 0:
+    if s.alive[e, i] != 0:
         nearest = np.float32(np.inf)
         for m in range(c.num_taggers):
             d = pair_distance(s.x, s.y, e, i, m)
@@ -158,14 +168,8 @@ def tag_observe_and_find_tags(e, i, s, c, actions):
         if not nearest < c.tag_radius:
             tagger = -1
     s.tagged_by[e, i] = tagger
-
-
-def tag_apply_tags(e, i, s, c, actions):
-    """Spec step 4 for runner i: tag penalty and exit, then the end-of-game bonus."""
-    if i < c.num_taggers:
-        return
     reward = s.reward[e, i]
-    if s.tagged_by[e, i] >= 0:
+    if tagger >= 0:
         reward += c.tag_penalty_for_runner
         if c.runner_exits != 0:
             s.alive[e, i] = 0
@@ -203,6 +207,7 @@ def tag_start_env(e, s, c, actions):
 
 
 def tag_start_observe(e, i, s, c, actions):
+    """A new episode's first observation (a team phase)."""
     tag_observe(e, i, s, c)
 
 
@@ -223,7 +228,7 @@ def tag_write_state(e, i, s, c, actions):
         row[STATE_FEATURES * s.x.shape[1]] = np.float32(s.timestep[e]) / c.time_norm
 
 
-STEP_PHASES = [per_env(tag_begin_step), per_agent(tag_move), per_agent(tag_observe_and_find_tags),
+STEP_PHASES = [per_env(tag_begin_step), per_agent(tag_move), per_agent_team(tag_observe_all),
                per_agent(tag_apply_tags), per_env(tag_end_step)]
-START_PHASES = [per_agent(tag_start_agent), per_env(tag_start_env), per_agent(tag_start_observe)]
+START_PHASES = [per_agent(tag_start_agent), per_env(tag_start_env), per_agent_team(tag_start_observe)]
 STATE_PHASES = [per_agent(tag_write_state)]

@@ -1,0 +1,108 @@
+"""k nearest neighbours of one agent, found by the env's team of threads (:mod:`.team`).
+
+The answer is :func:`~.neighbors.k_nearest`'s, bit for bit: the ``k`` nearest alive others in (float32
+distance, index) order, -1 padded. So is the method (a radius rescaled until ``k <= count <= capacity``,
+the candidates inside it gathered and ranked; the exact repeated minimum where ties defeat every radius),
+but each pass is shared out: thread t takes the others t, t + team size, ... of the pass, a count is a
+barrier-count of the team, the gather claims slots from a shared counter, and each candidate's rank is
+computed by a thread of its own. A per-agent phase has one thread pass over all N others several times
+while its warp waits for the slowest lane; a team does about N / team size of that work per agent, and an
+agent out of the game costs its team nothing.
+
+On the CPU the team is one thread: the CPU build is :func:`~.neighbors.k_nearest`'s CPU version (a
+vectorisable distance row, then the same count, gather and rank).
+
+Scratch (:func:`team_knn_scratch`): one row per env on every target (``row = e``), since the team holds one
+agent at a time; ``dist_row`` float32 [E, N] (CPU; [E, 1] on CUDA), ``cand_idx`` int32 / ``cand_dist`` float32
+/ ``out_idx`` int32 [E, capacity + 1]. A team phase reads ``out_idx[e, :k]`` after the call, before its next.
+"""
+import math
+
+import numpy as np
+
+from .fields import Field, resolve_size
+from .neighbors import (_INF, _MAX_BISECTIONS, _k_nearest_cpu, knn_scratch_shapes, next_radius, pair_squared,
+                        rank_of, select_by_repeated_minimum, squared_bounds, within_radius)
+from .targets import device
+from .team import team_barrier, team_claim, team_count, team_leader, team_range, team_rank, team_size
+
+
+def team_knn_scratch(k, out: str = "out_idx") -> dict[str, Field]:
+    """The scratch fields of :func:`k_nearest_team` for ``k`` neighbours (an int or the name of a params
+    attribute), one row per env; ``out`` names the result array (the k nearest)."""
+    def shape_of(name):
+        def shape(env):
+            return knn_scratch_shapes(env.target, env.num_envs, env.num_agents, resolve_size(env, k))[name]
+        return shape
+
+    dtypes = dict(dist_row="float32", cand_idx="int32", cand_dist="float32", out_idx="int32")
+    return {(out if name == "out_idx" else name): Field(dtype, shape_of=shape_of(name))
+            for name, dtype in dtypes.items()}
+
+
+@device(team_only=True)
+def team_count_within(x, y, alive, e, i, radius):
+    """(eligible others within ``radius``, all eligible others) of agent ``i``, counted by the team: each
+    thread decides its share of the others (a root only in :func:`~.neighbors.within_radius`'s thin band)."""
+    low, high = squared_bounds(radius)
+    inside = 0
+    total = 0
+    n = x.shape[1]
+    for base in range(0, n, team_size()):
+        j = base + team_rank()
+        eligible = False
+        within = False
+        if j < n:
+            eligible = (j != i) & (alive[e, j] != 0)
+            within = eligible & within_radius(pair_squared(x, y, e, i, j), radius, low, high)
+        inside += team_count(within)
+        total += team_count(eligible)
+    return inside, total
+
+
+@device(team_only=True)
+def k_nearest_team(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_dist, out_idx, row):
+    """Write the ``k`` nearest alive other agents of agent ``i`` (env ``e``) to ``out_idx[row, :k]``, called by
+    the whole team of a team phase; arguments and result as :func:`~.neighbors.k_nearest`'s (``row``: the
+    env's, ``e``). Returns how many slots hold an agent; ``out_idx`` is visible to every thread on return.
+    The gather's slot counter is ``cand_idx[row, capacity]``, the row's spare slot."""
+    capacity = cand_idx.shape[1] - 1
+    if team_leader():
+        cand_idx[row, capacity] = 0  # the slot counter; no thread claims a slot before the count's barriers below
+    radius = np.float32(radius_hint)
+    low = np.float32(0.0)
+    high = _INF
+    inside, total = team_count_within(x, y, alive, e, i, radius)
+    want = min(k, total)
+    steps = 0
+    while (inside < want or inside > capacity) and steps < _MAX_BISECTIONS:
+        # a radius that counts too many is the bracket's top: any radius at or above the farthest inside
+        # counts the same agents, and this one is such a radius
+        radius, low, high = next_radius(radius, low, high, inside, want, capacity, radius)
+        if not (low < radius < high):
+            break
+        inside, total = team_count_within(x, y, alive, e, i, radius)
+        steps += 1
+    if inside < want or inside > capacity:  # ties no radius separates (rare): one thread, the exact selection
+        if team_leader():
+            select_by_repeated_minimum(x, y, alive, e, i, k, out_idx, row)
+        team_barrier()
+        return min(k, total)
+    low, high = squared_bounds(radius)
+    for j in team_range(x.shape[1]):
+        s = pair_squared(x, y, e, i, j)
+        if (j != i) & (alive[e, j] != 0) & within_radius(s, radius, low, high):
+            slot = team_claim(cand_idx, row, capacity)
+            cand_idx[row, slot] = j
+            cand_dist[row, slot] = np.float32(math.sqrt(s))
+    team_barrier()
+    for a in team_range(inside):  # ranks do not depend on the slots' order
+        out_idx[row, rank_of(a, inside, cand_idx, cand_dist, row)] = cand_idx[row, a]
+    for s in team_range(k - inside):
+        out_idx[row, inside + s] = -1
+    team_barrier()
+    return min(inside, k)
+
+
+# The CPU's team is its one thread: k_nearest's CPU version (a distance row first) is the faster way there.
+k_nearest_team.override("cpu")(_k_nearest_cpu)
