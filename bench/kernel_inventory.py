@@ -5,8 +5,9 @@ imports it, prints the RESULT line.
 Env kernels are *recorded*, not listed: an env of each configuration is built with the CUDA target over host memory
 and its ``EnvKernel.launch`` is replaced by a recorder for one ``reset()`` and one ``step()``, so whatever kernels
 an env launches (under whatever names) are found, with their exact arguments, ``constants`` and launch geometry
-(``EnvKernel.geometry``, ``gpurl.kernels.program.launch_geometry``), and nothing runs. Triton kernels (gpurl.fusion) are listed with the
-signature, constexprs and warps their launchers use. tag_gridworld's CUDA C build is added when its module is there.
+(``EnvKernel.geometry``, ``gpurl.kernels.program.launch_geometry``), and nothing runs. Triton kernels
+(gpurl.fusion) are listed with the signature, constexprs and warps their launchers use. tag_gridworld's CUDA C
+build is added when its module is there.
 
 Resources are sm_90's (bench/kernel_resources.py): PTX from NVVM (:func:`~gpurl.kernels.aot.cached_ptx_sm90`), Triton or NVRTC,
 assembled by the CUDA toolkit's ``ptxas -v`` (:func:`~gpurl.kernels.aot.ptxas_resources`).

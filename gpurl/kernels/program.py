@@ -65,7 +65,7 @@ class Phase:
     """One step of a kernel: ``fn`` run per agent (``kind="agent"``; ``"team"``: by the env's threads together,
     :mod:`.team`) or per env (``"env"``), only in the
     envs where ``when(e, *args)`` is true (every env when ``when`` is None); make it with
-    :func:`per_agent` / :func:`per_env`."""
+    :func:`per_agent` / :func:`per_agent_team` / :func:`per_env`."""
 
     kind: str  # "agent" | "team" | "env"
     fn: DeviceFunction
@@ -354,9 +354,10 @@ def launch_geometry(num_envs: int, num_agents: int, team: bool = False) -> tuple
     """``(blocks, threads per block, lanes per env)`` of a CUDA launch over ``num_envs`` envs.
 
     A world of more than a warp's agents (or any world with :data:`PACK_SMALL_WORLDS` off, or a kernel with a
-    team phase, ``team``: its barriers are the block's) gets a block of :func:`block_size` threads per env. A smaller one gets one lane per agent (one per env for a one-agent
-    world), and a block holds ``PACKED_THREADS // lanes`` envs (fewer when there are fewer envs, in whole
-    warps): simple_tag's 4 agents keep 32 of a warp's 32 lanes busy, where a block per env kept 4.
+    team phase, ``team``: its barriers are the block's) gets a block of :func:`block_size` threads per env. A
+    smaller one gets one lane per agent (one per env for a one-agent world), and a block holds
+    ``PACKED_THREADS // lanes`` envs (fewer when there are fewer envs, in whole warps): simple_tag's 4 agents
+    keep 32 of a warp's 32 lanes busy, where a block per env kept 4.
     """
     if num_agents > WARP or not PACK_SMALL_WORLDS or team:
         threads = block_size(num_agents)

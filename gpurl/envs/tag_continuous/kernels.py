@@ -9,8 +9,10 @@ the toolkit's outputs), ``c`` its constants (env.py), ``actions`` int [E, N, 2].
 
 and a new episode: draw agents | counters | observe (a team phase). Observing is a team's work
 (:mod:`gpurl.kernels.team`): on CUDA the env's threads find one agent's k nearest together, then write its
-row's slots, agent after agent, where a thread per agent would pass over all the others on its own. The global state (``state_phases``, after both) is
-every agent's ``STATE_FEATURES`` features, normalised as the observation normalises them, then the time.
+row's slots, agent after agent, where a thread per agent would pass over all the others on its own.
+
+The global state (``state_phases``, after both) is every agent's ``STATE_FEATURES`` features, normalised as the
+observation normalises them, then the time.
 """
 import math
 
