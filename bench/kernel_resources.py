@@ -1,6 +1,6 @@
 """sm_90 resources of one compiled kernel, and when they are a problem: registers, spills, shared memory, from
-``ptxas -v``. (Part of a library: bench/kernel_inventory.py, which re-exports it, and so bench/kernel_report.py
-and the compile tier's limit checks, tests/test_compile_kernel_limits.py.)
+``ptxas -v``. (Part of a library: bench/kernel_inventory.py re-exports it, bench/kernel_report.py prints the
+RESULT line, and the compile tier's limit checks, tests/test_compile_kernel_limits.py, use it too.)
 """
 from __future__ import annotations
 
