@@ -41,9 +41,11 @@ def team_knn_scratch(k, out: str = "out_idx") -> dict[str, Field]:
 
 
 @device(team_only=True)
-def team_count_within(x, y, alive, e, i, radius):
+def team_count_within(x, y, alive, e, i, radius, with_total):
     """(eligible others within ``radius``, all eligible others) of agent ``i``, counted by the team: each
-    thread decides its share of the others (a root only in :func:`~.neighbors.within_radius`'s thin band)."""
+    thread decides its share of the others (a root only in :func:`~.neighbors.within_radius`'s thin band).
+    The total is counted only ``with_total`` (0 otherwise): it does not change with the radius, and each count
+    is a barrier of the team."""
     low, high = squared_bounds(radius)
     inside = 0
     total = 0
@@ -56,7 +58,8 @@ def team_count_within(x, y, alive, e, i, radius):
             eligible = (j != i) & (alive[e, j] != 0)
             within = eligible & within_radius(pair_squared(x, y, e, i, j), radius, low, high)
         inside += team_count(within)
-        total += team_count(eligible)
+        if with_total:
+            total += team_count(eligible)
     return inside, total
 
 
@@ -72,7 +75,7 @@ def k_nearest_team(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_d
     radius = np.float32(radius_hint)
     low = np.float32(0.0)
     high = _INF
-    inside, total = team_count_within(x, y, alive, e, i, radius)
+    inside, total = team_count_within(x, y, alive, e, i, radius, True)
     want = min(k, total)
     steps = 0
     while (inside < want or inside > capacity) and steps < _MAX_BISECTIONS:
@@ -81,7 +84,7 @@ def k_nearest_team(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_d
         radius, low, high = next_radius(radius, low, high, inside, want, capacity, radius)
         if not (low < radius < high):
             break
-        inside, total = team_count_within(x, y, alive, e, i, radius)
+        inside, _ = team_count_within(x, y, alive, e, i, radius, False)
         steps += 1
     if inside < want or inside > capacity:  # ties no radius separates (rare): one thread, the exact selection
         if team_leader():
