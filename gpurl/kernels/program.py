@@ -38,6 +38,7 @@ from .cpu_threads import start_numba_keeping_torch_threads
 from .errors import check_phase_signatures, index_error, is_author_error, is_index_error, raise_alone, typing_error
 from .float64 import watch_cpu_build
 from .generated_source import _cpu_sources, _cuda_source
+from .inline_copies import fast_cpu_compiles
 from .plain_python import _plain_python
 from .targets import TARGETS, DeviceFunction
 from .team import team_misuse
@@ -196,6 +197,7 @@ class EnvKernel:
                     if where is not None:
                         build_cache.enable(self._builds[key], self.cpu_build_key(constants), where)
                     watch_cpu_build(self, self._builds[key])  # float64 check at each compile
+                    fast_cpu_compiles(self._builds[key])
                 else:
                     from numba import cuda
 
