@@ -1,6 +1,7 @@
 """Compile tier: every kernel gpurl launches on a GPU, at the kernel report's configurations
 (bench/kernel_report.py: tag-10v100 x 1000 envs, simple_tag 3v1v2 x 4096, grid-4 x 2000, and every MPE
-scenario at mpe2's defaults x 4096 (env kernels only); the fused actor
+scenario at mpe2's defaults x 4096 (env kernels only, in tests/test_compile_mpe_kernel_limits.py, which
+runs on another pytest-xdist worker; the checks are in tests/kernel_limits.py); the fused actor
 of each preset's policy at 1e5 rows, the fused GRU step of that policy made recurrent and, for a Discrete group,
 the fused epsilon-greedy step of its Q-network; GAE over each
 preset's rollout), fits the H100's per-block limits and does not spill.
@@ -16,45 +17,24 @@ Limits (gpurl.kernels.occupancy.block_limits): threads <= 1024, registers <= 255
 <= 65536 (also as allocated: 256-register units, warps rounded up to 4), static shared memory <= 48 KiB,
 static + dynamic <= 227 KiB; at least one block per SM. Spills: no spill stores or loads in any function
 of the kernel's PTX (``ptxas -v``). Env kernels: no float64 instruction either, and no machine-code form
-that ptxas has been seen to compile wrongly (``cuobjdump -sass``; gpurl.kernels.aot.suspect_instructions). ``pytest -s`` prints each kernel's registers and occupancy.
+that ptxas has been seen to compile wrongly (``cuobjdump -sass``; gpurl.kernels.aot.suspect_instructions;
+an int32 clamp of tag_gridworld's actions ran wrongly on an H100). ``pytest -s`` prints each kernel's registers
+and occupancy.
 """
 from __future__ import annotations
 
-import functools
 import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from kernel_limits import (OTHER_CONFIGS, describe, env_kernel_problems, inv, occupancy, recorded,
+                           suspect_machine_code)
 
 pytestmark = pytest.mark.compile
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-import kernel_inventory as inv  # noqa: E402
-
-from gpurl.kernels.aot import (assemble_sm90, float64_instructions, kernel_signature, sass_sm90,  # noqa: E402
-                               suspect_instructions)
-from gpurl.kernels.occupancy import occupancy  # noqa: E402
-
 CONFIGS = sorted(inv.ENV_CONFIGS)
-#: The report's configurations and every MPE scenario (env kernels only).
-ENV_KERNEL_CONFIGS = sorted(inv.ENV_KERNEL_CONFIGS)
-
-
-@functools.lru_cache(maxsize=None)
-def recorded(config: str):
-    """(env, launches) of ``config``: one reset and one step of its CUDA build, recorded, not run."""
-    return inv.record_launches(inv.ENV_KERNEL_CONFIGS[config])
-
-
-def describe(name: str, threads: int, res: inv.Resources) -> str:
-    occ = occupancy(threads, res.registers, res.static_shared + res.dynamic_shared)
-    return (f"{name} ({threads} threads): {res.registers} regs, spill {res.spill_stores}/{res.spill_loads} B, "
-            f"smem {res.static_shared}+{res.dynamic_shared} B, {occ.blocks_per_sm} blocks/SM, "
-            f"occupancy {occ.occupancy:.0%} ({'+'.join(occ.limiter)})")
 
 
 def test_configurations_cover_every_builtin_env():
@@ -65,24 +45,9 @@ def test_configurations_cover_every_builtin_env():
     assert builtin and builtin <= {c.env for c in inv.ENV_KERNEL_CONFIGS.values()}
 
 
-@pytest.mark.parametrize("config", ENV_KERNEL_CONFIGS)
+@pytest.mark.parametrize("config", OTHER_CONFIGS)
 def test_env_kernels_fit_the_block_and_do_not_spill(config, ptxas):
-    env, launches = recorded(config)
-    assert {launch.phase for launch in launches} >= {"reset", "step"}, "a reset and a step launch something"
-    builds: dict[tuple, list] = {}  # one compile per kernel, argument types, constants and block size
-    for launch in launches:
-        assert launch.num_envs == inv.ENV_KERNEL_CONFIGS[config].num_envs and launch.num_agents == env.num_agents
-        key = (launch.kernel, kernel_signature(launch.args), launch.constants, launch.threads)
-        builds.setdefault(key, []).append(launch)
-    problems = []
-    for same in builds.values():
-        launch, phases = same[0], "+".join(dict.fromkeys(x.phase for x in same))
-        res = inv.launch_resources(launch, ptxas)
-        print(f"\n{config} {phases}: " + describe(launch.kernel.name, launch.threads, res))
-        problems += [f"{launch.kernel.name} ({phases}): {p}" for p in res.problems(launch.threads, launch.kernel.name)]
-        ptx = inv.cached_ptx_sm90(launch.kernel, launch.args, launch.constants)  # compiled above: cached
-        problems += [f"{launch.kernel.name} ({phases}): float64 {op}" for op in float64_instructions(ptx)]
-    assert problems == []
+    assert env_kernel_problems(config, ptxas) == []
 
 
 def test_a_kernel_with_launch_bounds_keeps_its_register_budget(ptxas):
@@ -101,17 +66,10 @@ def test_a_kernel_with_launch_bounds_keeps_its_register_budget(ptxas):
     assert occupancy(step.threads, res.registers, res.static_shared + res.dynamic_shared).blocks_per_sm == 4
 
 
-@pytest.mark.parametrize("config", ENV_KERNEL_CONFIGS)
+@pytest.mark.parametrize("config", OTHER_CONFIGS)
 def test_env_kernels_hold_no_machine_code_form_ptxas_got_wrong(config, ptxas, cuobjdump):
-    """The sm_90 machine code of every env build has no instruction in a form ptxas 13.0 compiled wrongly
-    (gpurl.kernels.aot._SUSPECT_SASS: an int32 clamp of tag_gridworld's actions ran wrongly on an H100)."""
-    _, launches = recorded(config)
-    found = {}
-    for launch in launches:
-        ptx = inv.cached_ptx_sm90(launch.kernel, launch.args, launch.constants)  # one compile per build
-        for code in suspect_instructions(sass_sm90(assemble_sm90(ptx, ptxas), cuobjdump)):
-            found.setdefault(f"{launch.kernel.name} ({launch.phase})", []).append(code)
-    assert found == {}
+    """The sm_90 machine code of every env build has no instruction in a form ptxas 13.0 compiled wrongly."""
+    assert suspect_machine_code(config, ptxas, cuobjdump) == {}
 
 
 @pytest.mark.parametrize("env_name", sorted(inv.cuda_c_kernels()))

@@ -1,7 +1,7 @@
 """Team phases (gpurl.kernels.team) on the CPU: a team-only helper outside a team phase is refused when the
 kernel is made; a team kernel gets a block per env; k_nearest_team's CPU build and its plain-Python team of one
 (what the CUDA bounds check runs) give k_nearest_ref's answer. The CUDA build's team runs in the simulator
-(tests/test_sim_tag_continuous.py)."""
+(tests/test_sim_k_nearest.py)."""
 from __future__ import annotations
 
 import numpy as np
