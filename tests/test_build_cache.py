@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,12 @@ def phase(e, i, x):
 kernel = EnvKernel("cached_toy", [per_agent(phase)], nargs=1)
 x = np.ones((3, 4), np.float32)
 constants = freeze_constants({{"SIZE": {size}}})
+if len(sys.argv) > 1:  # a start line: say so (a file named ready.<pid>), launch when the file go exists
+    import os, pathlib, time
+    line = pathlib.Path(sys.argv[1])
+    (line / f"ready.{{os.getpid()}}").touch()
+    while not (line / "go").exists():
+        time.sleep(0.005)
 kernel.launch("cpu", 3, 4, x, constants=constants)
 stats = kernel.build("cpu", constants).stats
 print(json.dumps({{"x": x[0].tolist(), "hits": sum(stats.cache_hits.values()),
@@ -84,6 +91,34 @@ def test_a_second_process_loads_the_build_and_a_changed_build_compiles_anew(tmp_
     assert (switch_changed["misses"], switch_changed["hits"]) == (1, 0)
 
     assert run(tmp_path, cache)["hits"] == 1  # the first build is still there
+
+
+def test_processes_that_want_the_same_build_at_once_compile_it_once(tmp_path):
+    """Two processes launch the same new build at the same moment: one compiles it, the other waits for its
+    turn and loads it (each alone would compile it: both miss an empty cache)."""
+    module = tmp_path / "toy_kernel.py"
+    module.write_text(textwrap.dedent(KERNEL_MODULE.format(scale="2.0", op="+", size=0)))
+    env = {**os.environ, "GPURL_CACHE_DIR": str(tmp_path / "cache")}
+    line = tmp_path / "line"
+    line.mkdir()
+    runs = [subprocess.Popen([sys.executable, str(module), str(line)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path) for _ in range(2)]
+    try:
+        for _ in range(6000):  # both imported gpurl and made the kernel (at most a minute)
+            if len(list(line.glob("ready.*"))) == 2 or any(r.poll() is not None for r in runs):
+                break
+            time.sleep(0.01)
+        (line / "go").touch()
+        outputs = [r.communicate(timeout=300) for r in runs]
+    finally:
+        for r in runs:
+            r.kill()
+    for r, (out, err) in zip(runs, outputs):
+        assert r.returncode == 0, err[-3000:]
+    results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    assert sorted((r["misses"], r["hits"]) for r in results) == [(0, 1), (1, 0)]
+    assert results[0]["x"] == results[1]["x"] == [3.0, 4.0, 5.0, 6.0]
+    assert list((tmp_path / "cache" / build_cache.LOCKS).glob("*.lock")), "no lock file"
 
 
 def test_an_unreadable_entry_is_compiled_again(tmp_path):

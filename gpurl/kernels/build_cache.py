@@ -18,8 +18,9 @@ Where: ``$GPURL_CACHE_DIR``, else ``$NUMBA_CACHE_DIR/gpurl-builds``, else ``$XDG
 (default ``~/.cache/gpurl/builds``, beside the compiled torch code in ``~/.cache/gpurl/inductor``).
 ``GPURL_CACHE_DIR=off`` turns it off. A folder that is a file or cannot be written gives way to the next of
 these, with one line on stderr naming the variable, the path, why, and where the builds go instead. Writes
-are Numba's (a temporary file renamed into place), so processes that build the same kernel at once never
-load a half-written entry.
+are Numba's (a temporary file renamed into place), so no process loads a half-written entry; and processes that
+want the same build at once take turns (a lock file per build in ``locks/``), so one compiles it and the others
+load it.
 """
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ from typing import Callable
 
 import numpy as np
 
+from . import compile_log
+
 #: Bump when the key's recipe changes, so entries written under the old recipe are never read.
 KEY_VERSION = "1"
 #: Numba settings (``numba.config``, from ``NUMBA_*`` variables or set at run time) that change the code a
@@ -43,6 +46,8 @@ NUMBA_SETTINGS = ("BOUNDSCHECK", "OPT", "DEBUGINFO_DEFAULT", "LOOP_VECTORIZE", "
 #: The toolkit's files that decide how a build is generated and compiled.
 RECIPE_FILES = ("program.py", "generated_source.py", "targets.py", "build_cache.py")
 OFF = "off"
+#: The cache's folder of lock files, one per build key: a compile holds its build's (see _compile_in_turn).
+LOCKS = "locks"
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
@@ -233,3 +238,36 @@ def enable(dispatcher, key: str, where: Path) -> None:
                 pass
 
     dispatcher._cache = BuildCache(dispatcher.py_func)
+    _compile_in_turn(dispatcher, key, where)
+
+
+def _compile_in_turn(dispatcher, key: str, where: Path) -> None:
+    """Processes that want the same build at once (the ranks of a torchrun job, test workers, two runs) take
+    turns: each compile of ``dispatcher`` (which first looks in the cache) holds an exclusive lock on
+    ``where/locks/<key>.lock``, so the first process compiles and saves, and the others, having waited, load
+    its entry instead of compiling it again. The lock is ``flock``'s, released when its file closes or its
+    process dies, so a crash leaves no lock behind. Where there are no such locks (no ``fcntl``) or the file
+    cannot be opened, compiles do not wait. Wraps the dispatcher's ``compile`` (a Numba internal that
+    ``_compile_for_args`` calls; checked with numba 0.68)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock
+        return
+    compile_signature = dispatcher.compile
+    lock_path = where / LOCKS / f"{key}.lock"
+
+    def compile_in_turn(sig):
+        try:
+            lock_path.parent.mkdir(exist_ok=True)
+            handle = open(lock_path, "a")
+        except OSError:
+            return compile_signature(sig)
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                with compile_log.waiting("waiting for another process building the same kernel"):
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+            return compile_signature(sig)
+
+    dispatcher.compile = compile_in_turn
