@@ -193,11 +193,13 @@ class EnvKernel:
                     import numba
 
                     self._builds[key] = numba.njit(parallel=True)(driver)
+                    # before the cache's turn-taking wraps compile: a process waiting for another's build
+                    # then waits outside Numba's compiler lock, which the one-copy inlining takes
+                    fast_cpu_compiles(self._builds[key])
                     where = build_cache.cache_dir()
                     if where is not None:
                         build_cache.enable(self._builds[key], self.cpu_build_key(constants), where)
                     watch_cpu_build(self, self._builds[key])  # float64 check at each compile
-                    fast_cpu_compiles(self._builds[key])
                 else:
                     from numba import cuda
 
