@@ -1,4 +1,5 @@
-"""How long a first run waits for an env's CPU build: a cold compile, with and without the one-copy inlining.
+"""How long a first run waits for an env's CPU build: a cold compile, with and without each of gpurl's compile
+shortcuts.
 
     python bench/build_time.py                                   # simple_tag, tag_continuous, simple_world_comm
     python bench/build_time.py --envs simple_spread --rounds 3
@@ -6,14 +7,16 @@
 Each measurement is a fresh Python process that makes the env (4 envs, CPU) and resets it, with gpurl's build
 cache off (``GPURL_CACHE_DIR=off``), so the reset compiles the build: what a user's first run waits for. The
 process reports the seconds from ``gpurl.make`` to the end of the reset (the compile, the address-table
-wrapper, the first launch). Two modes alternate, round by round:
+wrapper, the first launch). Three modes rotate, round by round:
 
-- ``one-copy``: gpurl as it is (:mod:`gpurl.kernels.inline_copies`: Numba's inliner copies each callee's IR
-  with one memo);
-- ``per-block``: the same checkout with that swap off (Numba's own per-block copies).
+- ``gpurl``: gpurl as it is;
+- ``per-block``: without the one-copy inlining (:mod:`gpurl.kernels.inline_copies`: Numba's inliner copies
+  each callee's IR with one memo; here its own per-block copies);
+- ``wrapped-callees``: the functions the driver calls compiled with Numba's wrappers for calls from Python and
+  C (``gpurl.kernels.program.CALLEE_OPTIONS``), which the driver does not use.
 
-Per env: the median seconds of each mode and one-copy / per-block. Both modes compile the same machine code
-(tests/test_inline_copies.py). Ends with a ``RESULT {json}`` line.
+Per env: the median seconds of each mode, and gpurl's over each other mode's. Every mode compiles the same
+machine code (tests/test_inline_copies.py, tests/test_kernel_source.py). Ends with a ``RESULT {json}`` line.
 """
 from __future__ import annotations
 
@@ -29,12 +32,15 @@ import torch
 
 from _common import describe_machine, print_result
 
-MODES = ("one-copy", "per-block")
+MODES = ("gpurl", "per-block", "wrapped-callees")
 _CHILD = """
 import json, sys, time
 if sys.argv[2] == "per-block":
     from gpurl.kernels import inline_copies
     inline_copies._one_memo_inline_ir = None  # as if the installed Numba's inliner were not the expected one
+if sys.argv[2] == "wrapped-callees":
+    from gpurl.kernels import program
+    program.CALLEE_OPTIONS = {"_nrt": False}  # Numba's defaults: both wrappers
 import gpurl
 start = time.perf_counter()
 env = gpurl.make(sys.argv[1], num_envs=4, device="cpu")
@@ -68,15 +74,17 @@ def main() -> None:
     for env in envs:
         seconds: dict[str, list[float]] = {mode: [] for mode in MODES}
         for round_ in range(args.rounds):
-            for mode in MODES if round_ % 2 == 0 else MODES[::-1]:
+            turn = round_ % len(MODES)
+            for mode in MODES[turn:] + MODES[:turn]:
                 seconds[mode].append(one_build(env, mode))
                 print(f"  {env} {mode}: {seconds[mode][-1]:.1f} s", flush=True)
         median = {mode: statistics.median(values) for mode, values in seconds.items()}
-        ratio = median["one-copy"] / median["per-block"]
-        print(f"{env}: one-copy {median['one-copy']:.1f} s, per-block {median['per-block']:.1f} s, "
-              f"one-copy / per-block {ratio:.3f}", flush=True)
-        rows.append({"env": env, "one_copy_s": round(median["one-copy"], 2),
-                     "per_block_s": round(median["per-block"], 2), "ratio": round(ratio, 3)})
+        row = {"env": env, **{f"{mode.replace('-', '_')}_s": round(median[mode], 2) for mode in MODES}}
+        for mode in MODES[1:]:
+            row[f"gpurl_over_{mode.replace('-', '_')}"] = round(median["gpurl"] / median[mode], 3)
+        print(f"{env}: " + ", ".join(f"{mode} {median[mode]:.1f} s" for mode in MODES) + "; "
+              + ", ".join(f"gpurl / {mode} {median['gpurl'] / median[mode]:.3f}" for mode in MODES[1:]), flush=True)
+        rows.append(row)
     print_result({"bench": "build_time", "device": "cpu", "device_name": machine["device_name"],
                   "numba": numba.__version__, "rounds": args.rounds, "rows": rows})
 

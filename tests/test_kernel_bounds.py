@@ -227,7 +227,8 @@ def test_a_settled_check_is_recorded_in_the_build_cache(monkeypatch, tmp_path):
 def test_only_author_kernels_are_checked(monkeypatch, tmp_path):
     """A built-in env's kernel (every phase gpurl's own) is not run as plain Python at its first launches;
     a kernel with one phase of the author's beside gpurl's lifecycle phases is."""
-    monkeypatch.setenv("GPURL_CACHE_DIR", str(tmp_path))  # no record of an earlier run's check
+    # The built-in env's build from the usual cache: an empty one would compile it anew, and this process's
+    # later makes of the env would keep that build's cache folder.
     builtin = gpurl.make("simple_spread", num_envs=2, device="cpu")
     assert not builtin.kernel.bounds.checks
     runs = count_plain_runs(monkeypatch, builtin.kernel)
@@ -235,6 +236,7 @@ def test_only_author_kernels_are_checked(monkeypatch, tmp_path):
     builtin.step(torch.zeros((2, builtin.num_agents, 1), dtype=torch.int64))
     assert runs == []
 
+    monkeypatch.setenv("GPURL_CACHE_DIR", str(tmp_path))  # no record of an earlier run's check
     authored = kb.Boxes(num_envs=5, device="cpu", seed=1)  # shapes no other test of this process launched
     assert authored.kernel.bounds.checks and bounds.authored_outside_gpurl(authored.kernel)
     runs = count_plain_runs(monkeypatch, authored.kernel)

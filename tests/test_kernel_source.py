@@ -1,14 +1,17 @@
 """The source gpurl generates around an env's phases is readable (``env.kernel_source(target)``,
 ``EnvKernel.source``), and a CPU build compiles each function of it once: the prange driver casts its index to
 int64 before any call (Numba types the index int64 in the driver and uint64 in the parallel body it builds, and a
-call with each compiled every called function twice)."""
+call with each compiled every called function twice), and the functions the driver calls without the wrappers that
+would make them callable from Python or C, which the driver does not use: its machine code is the same."""
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import numba
 import pytest
 
-from gpurl.kernels import EnvKernel, per_agent, per_env
+from gpurl.kernels import EnvKernel, per_agent, per_env, program
 
 from custom_env_harness import make_small
 
@@ -46,6 +49,36 @@ def test_each_function_of_a_cpu_build_compiles_once(monkeypatch):
               if name.startswith("compiled_once_cpu_") and isinstance(f, numba.core.registry.CPUDispatcher)}
     assert set(called) == {"compiled_once_cpu_p0", "compiled_once_cpu_p1", "compiled_once_cpu_rare2"}
     assert {name: len(f.overloads) for name, f in called.items()} == {name: 1 for name in called}
+
+
+def _compiled(name: str) -> tuple[str, list]:
+    """(the machine code of a fresh CPU build of the three-phase kernel above, launched once, with its symbols'
+    names and addresses blanked out; the compile results of the functions its driver calls)."""
+    kernel = EnvKernel(name, [per_agent(_scale), per_env(_sum), per_env(_halve, when=_over_ten, rare=True)], nargs=2)
+    kernel.launch("cpu", 5, 3, np.ones((5, 3), np.float32), np.zeros(5, np.float32))
+    driver = kernel.build("cpu")
+    (signature,) = driver.signatures
+    callees = [cres for f in driver.py_func.__globals__.values() if isinstance(f, numba.core.registry.CPUDispatcher)
+               for cres in f.overloads.values()]
+    names = re.compile(r"[\w.$]*_ZN[\w.$]*|0x[0-9a-f]{6,}")  # mangled names carry the options and addresses
+    return names.sub("NAME", driver.inspect_asm(signature)), callees
+
+
+def _wrappers(cres) -> list[str]:
+    """The wrappers a compiled function's library defines: "cpython" (calls from Python), "cfunc" (from C)."""
+    defined = re.findall(r"^define [^@]*@\"?([\w.$]+)", cres.library.get_llvm_str(), re.MULTILINE)
+    return sorted({"cpython" if name.startswith("_ZN7cpython") else "cfunc" for name in defined
+                   if name.startswith(("_ZN7cpython", "cfunc."))})
+
+
+def test_the_drivers_callees_have_no_wrappers_and_the_driver_compiles_to_the_same_code(monkeypatch):
+    monkeypatch.setenv("GPURL_CACHE_DIR", "off")  # compiled here: a build loaded from the cache has no overloads
+    lean, callees = _compiled("callee_options")
+    assert len(callees) == 3 and all(_wrappers(cres) == [] for cres in callees)
+    monkeypatch.setattr(program, "CALLEE_OPTIONS", {"_nrt": False})  # Numba's defaults: both wrappers
+    wrapped, callees = _compiled("callee_options")
+    assert all(_wrappers(cres) == ["cfunc", "cpython"] for cres in callees)
+    assert lean == wrapped
 
 
 def test_an_envs_generated_source_names_its_functions_for_each_target():

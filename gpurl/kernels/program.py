@@ -61,6 +61,14 @@ PACK_SMALL_WORLDS = True
 FIXED_AGENTS = "GPURL_AGENTS"
 
 
+#: Numba options of the functions a CPU build's driver calls (one per phase group). Reference counting is off:
+#: kernels never allocate, and counting every array taken out of the argument tuple cost more than the work
+#: itself. They are called only from the driver, which links their code in, so they get no wrappers for calls
+#: from Python or C: LLVM then has less to optimize and emit for each (bench/build_time.py), and the driver's
+#: machine code is the same (tests/test_kernel_source.py).
+CALLEE_OPTIONS = {"_nrt": False, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+
+
 @dataclass(frozen=True)
 class Phase:
     """One step of a kernel: ``fn`` run per agent (``kind="agent"``; ``"team"``: by the env's threads together,
@@ -170,8 +178,6 @@ class EnvKernel:
             return _exec(_cuda_source(fname, self.phases, self.nargs), fname, namespace)
         import numba
 
-        # Reference counting is off (_nrt=False): kernels never allocate, and counting every array taken
-        # out of the argument tuple cost more than the work itself.
         namespace.update({f"when{p}": ph.when.build(target, constants) for p, ph in enumerate(self.phases)
                           if ph.when is not None})
         namespace["prange"] = numba.prange
@@ -179,7 +185,7 @@ class EnvKernel:
         namespace["__name__"] = __name__  # an importable module: a build loaded from disk rebuilds its globals from it
         functions, driver_src = self._cpu_build_sources(constants)
         for function_name, source in functions.items():  # rare phases first: the chunk function calls them
-            namespace[function_name] = numba.njit(_nrt=False)(_exec(source, function_name, namespace))
+            namespace[function_name] = numba.njit(**CALLEE_OPTIONS)(_exec(source, function_name, namespace))
         return _exec(driver_src, fname, namespace)
 
     def build(self, target: str, constants: tuple = ()) -> Callable:
