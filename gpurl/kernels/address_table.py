@@ -5,8 +5,13 @@ tuple of some thirty arrays costs ~2 us per step, a tenth of a 4096-env ``simple
 never move (allocated once, rewritten in place), so their addresses and shapes can be written once into an
 int64 table ``[K, 1 + MAX_DIMS]`` (address, then the shape). A small generated wrapper takes the table and
 rebuilds the same named tuple inside compiled code (``numba.carray`` over each address: the very array type
-the unboxed argument has), then calls the kernel's build: the kernel is the same compiled overload, and a
-launch unboxes one array instead of thirty.
+the unboxed argument has), then calls the kernel's compiled overload through its address: a launch unboxes
+one array instead of thirty and runs the very machine code a plain launch runs.
+
+The wrapper calls the overload's native entry (Numba's calling convention, given the address at each call)
+rather than the dispatcher: a call to a dispatcher would link the whole build into the wrapper, and LLVM would
+optimize it and emit its machine code a second time. The wrapper checks, when it compiles, that the types it
+passes are the overload's.
 
 Only C-contiguous arrays qualify (a view's shape alone does not describe a strided one): :func:`address_table`
 returns None for any other tuple, and the launch takes the ordinary path.
@@ -56,23 +61,54 @@ def _pointer_intrinsic():
 _POINTER = None
 
 
+def _call_intrinsic(expected: tuple):
+    """``call(address, args)``: call the Numba-compiled function at ``address`` (its native entry, returning
+    None) with the tuple ``args``, whose Numba types must be ``expected`` (a typing error otherwise: the callee
+    would read arguments of other types); an exception it raises propagates to the caller."""
+    from numba import types
+    from numba.core import cgutils
+    from numba.core.errors import TypingError
+    from numba.core.extending import intrinsic
+
+    @intrinsic
+    def call(typingctx, address, args):
+        if tuple(args.types) != expected:
+            raise TypingError(f"the table wrapper passes {tuple(args.types)}, the kernel's overload takes {expected}")
+
+        def codegen(context, builder, signature, llargs):
+            argtys = list(expected)
+            function = context.call_conv.get_function_type(types.none, argtys)
+            callee = builder.inttoptr(llargs[0], function.as_pointer())
+            values = cgutils.unpack_tuple(builder, llargs[1], len(argtys))
+            status, _ = context.call_conv.call_function(builder, callee, types.none, argtys, values)
+            with cgutils.if_unlikely(builder, status.is_error):
+                context.call_conv.return_status_propagate(builder, status)
+            return context.get_dummy_value()
+
+        return types.none(types.int64, args), codegen
+
+    return call
+
+
 def wrapper_source(name: str, struct_cls: type, array_types, nargs: int) -> str:
-    """``{name}(num_envs, num_agents, envs_per_call, table, a1, ...)``: the struct of ``array_types`` (Numba
-    array types, field order) rebuilt from ``table``, then ``inner(num_envs, num_agents, envs_per_call, a0, a1,
-    ...)``."""
+    """``{name}(address, num_envs, num_agents, envs_per_call, table, a1, ...)``: the struct of ``array_types``
+    (Numba array types, field order) rebuilt from ``table``, then ``call(address, (num_envs, num_agents,
+    envs_per_call, a0, a1, ...))``: the kernel's overload at ``address``."""
     rest = "".join(f", a{k}" for k in range(1, nargs))
     fields = []
     for k, t in enumerate(array_types):
         shape = ", ".join(f"table[{k}, {1 + d}]" for d in range(t.ndim))
         fields.append(f"        carray(pointer(table[{k}, 0], {t.dtype.name}), ({shape}{',' if t.ndim == 1 else ''})),")
-    return (f"def {name}(num_envs, num_agents, envs_per_call, table{rest}):\n"
+    return (f"def {name}(address, num_envs, num_agents, envs_per_call, table{rest}):\n"
             f"    a0 = Struct(\n" + "\n".join(fields) + "\n    )\n"
-            f"    inner(num_envs, num_agents, envs_per_call, a0{rest})\n")
+            f"    call(address, (num_envs, num_agents, envs_per_call, a0{rest}))\n")
 
 
-def table_wrapper(inner, inner_key: str | None, struct, nargs: int, name: str):
-    """The compiled wrapper (a Numba dispatcher) that launches ``inner`` (the kernel's CPU build) with ``struct``
-    given as its :func:`address_table`; None when ``struct``'s array types are not all C-contiguous."""
+def table_wrapper(inner_key: str | None, struct, signature: tuple, name: str):
+    """The compiled wrapper (a Numba dispatcher) that launches the kernel overload of ``signature`` (the Numba
+    types of ``(num_envs, num_agents, envs_per_call, struct, a1, ...)``) with ``struct`` given as its
+    :func:`address_table`: call it with the overload's native address first (:func:`native_address`). None
+    when ``struct``'s array types are not all C-contiguous."""
     import numba
     from numba import types
 
@@ -84,17 +120,26 @@ def table_wrapper(inner, inner_key: str | None, struct, nargs: int, name: str):
         return None
     if _POINTER is None:
         _POINTER = _pointer_intrinsic()
-    source = wrapper_source(name, type(struct), array_types, nargs)
-    namespace = {"Struct": type(struct), "carray": numba.carray, "pointer": _POINTER, "inner": inner,
-                 "__name__": __name__}
+    source = wrapper_source(name, type(struct), array_types, len(signature) - 3)
+    namespace = {"Struct": type(struct), "carray": numba.carray, "pointer": _POINTER,
+                 "call": _call_intrinsic(tuple(signature)), "__name__": __name__}
     namespace.update({t.dtype.name: t.dtype for t in array_types})
     exec(compile(source, f"<gpurl {name}>", "exec"), namespace)
     wrapper = numba.njit(namespace[name])  # with NRT: carray makes its (unowned) arrays through it
     where = build_cache.cache_dir()
     if where is not None and inner_key is not None:
-        key = hashlib.sha256(f"{inner_key}\0{source}\0{type(struct).__qualname__}".encode()).hexdigest()
+        key = hashlib.sha256(f"{inner_key}\0{source}\0{type(struct).__qualname__}\0{signature}".encode()).hexdigest()
         build_cache.enable(wrapper, key, where)
     return wrapper
 
 
-__all__ = ["MAX_DIMS", "address_table", "table_wrapper", "wrapper_source"]
+def native_address(overload) -> int:
+    """The address of a compiled overload's native entry (Numba's calling convention), which a table wrapper
+    calls; the overload's dispatcher must outlive every call."""
+    address = overload.library.get_pointer_to_function(overload.fndesc.llvm_func_name)
+    if not address:
+        raise RuntimeError(f"no native entry {overload.fndesc.llvm_func_name!r} in the compiled overload")
+    return address
+
+
+__all__ = ["MAX_DIMS", "address_table", "native_address", "table_wrapper", "wrapper_source"]

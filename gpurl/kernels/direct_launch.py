@@ -2,10 +2,11 @@
 dispatch, an env's own arrays passed as one address table (:mod:`.address_table`)."""
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from . import build_cache
-from .address_table import address_table, table_wrapper
+from .address_table import address_table, native_address, table_wrapper
 from .cpu_chunks import _cpu_envs_per_call
 
 if TYPE_CHECKING:
@@ -67,20 +68,24 @@ class DirectLaunch:
             return
         self._entries[key] = overload.entry_point
         if pinned:
-            entry = self._table_entry(dispatcher, signature, args)
+            entry = self._table_entry(dispatcher, signature)
             if entry is None:  # the pinned arrays do not qualify: plain launches
                 self._table = None
             else:
                 self._table_entries[key] = entry
 
-    def _table_entry(self, dispatcher, signature: tuple, args: tuple):
-        """The entry point of the address-table wrapper around ``dispatcher``'s overload for ``signature``
+    def _table_entry(self, dispatcher, signature: tuple):
+        """The address-table wrapper's entry point, bound to ``dispatcher``'s overload for ``signature``
         (compiled, or loaded from the build cache, without running); None when the pinned tuple's arrays do
         not qualify."""
+        import numba
+
         key = self.kernel.cpu_build_key(self.constants) if build_cache.cache_dir() is not None else None
-        wrapper = table_wrapper(dispatcher, key, self._pinned, len(args), f"{self.kernel.name}_cpu_table")
+        wrapper = table_wrapper(key, self._pinned, signature, f"{self.kernel.name}_cpu_table")
         if wrapper is None:
             return None
-        table_signature = (*signature[:3], dispatcher.typeof_pyval(self._table), *signature[4:])
+        table_signature = (numba.types.int64, *signature[:3], dispatcher.typeof_pyval(self._table),
+                           *signature[4:])
         wrapper.compile(table_signature)
-        return wrapper.overloads[table_signature].entry_point
+        address = native_address(dispatcher.overloads[signature])
+        return functools.partial(wrapper.overloads[table_signature].entry_point, address)
