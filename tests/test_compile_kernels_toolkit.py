@@ -111,3 +111,19 @@ def test_triton_kernel_compiles_ahead_of_time_for_sm90():
     assert ".target sm_90" in compiled.asm["ptx"]
     assert float64_instructions(compiled.asm["ptx"]) == []
     assert compiled.asm["cubin"][:4] == b"\x7fELF"
+
+
+def test_one_ptxas_run_serves_a_kernels_resources_and_its_machine_code(ptxas, monkeypatch):
+    import subprocess
+
+    from gpurl.kernels import aot
+
+    ptx = compile_ptx_sm90(double_kernel, (np.zeros((3, 5), np.float32),))
+    runs = []
+    real_run = subprocess.run
+    monkeypatch.setattr(aot.subprocess, "run", lambda cmd, **kw: runs.append(cmd[0]) or real_run(cmd, **kw))
+    aot._assembled.cache_clear()
+    report = aot.ptxas_resources(ptx, ptxas)
+    cubin = assemble_sm90(ptx, ptxas)
+    assert runs == [ptxas]  # the second asked for what the first ran
+    assert any(r.entry for r in report.values()) and cubin[:4] == b"\x7fELF"

@@ -17,6 +17,7 @@ compiler): run it in a process without them (the test runner's ``compile`` tier)
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import os
 import re
@@ -244,18 +245,30 @@ def assemble_sm90(ptx: str, ptxas: str | None = None) -> bytes:
     ptxas: path to the assembler; :func:`find_ptxas` when None. Raises FileNotFoundError when there is
     no ptxas and :class:`PtxasError` (with ptxas' stderr) when it rejects the PTX.
     """
+    return _assembled(_require_ptxas(ptxas), "sm_90", ptx)[0]
+
+
+def _require_ptxas(ptxas: str | None) -> str:
     ptxas = ptxas or find_ptxas()
     if ptxas is None:
         raise FileNotFoundError("no ptxas found: install the CUDA toolkit or set GPURL_PTXAS")
+    return ptxas
+
+
+@functools.lru_cache(maxsize=64)
+def _assembled(ptxas: str, arch: str, ptx: str) -> tuple[bytes, str]:
+    """(cubin, ``ptxas -v``'s report) of ``ptx`` for ``arch``: one ptxas run serves both the machine code
+    (:func:`assemble_sm90`) and the resources (:func:`ptxas_resources`) of a kernel, which the compile
+    tier's checks and bench/kernel_report.py each ask for."""
     with tempfile.TemporaryDirectory(prefix="gpurl-ptxas-") as tmp:
         src, out = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
         with open(src, "w") as f:
             f.write(ptx)
-        done = subprocess.run([ptxas, "-arch=sm_90", "-o", out, src], capture_output=True, text=True)
+        done = subprocess.run([ptxas, f"-arch={arch}", "-v", "-o", out, src], capture_output=True, text=True)
         if done.returncode != 0:
-            raise PtxasError(f"{ptxas} -arch=sm_90 failed ({done.returncode}):\n{done.stderr.strip()}")
+            raise PtxasError(f"{ptxas} -arch={arch} failed ({done.returncode}):\n{done.stderr.strip()}")
         with open(out, "rb") as f:
-            return f.read()
+            return f.read(), done.stdout + "\n" + done.stderr
 
 
 # ---- machine code (SASS) ------------------------------------------------------------------------------
@@ -432,16 +445,5 @@ def ptxas_resources(ptx: str, ptxas: str | None = None) -> dict:
     """
     from .occupancy import parse_ptxas_verbose
 
-    ptxas = ptxas or find_ptxas()
-    if ptxas is None:
-        raise FileNotFoundError("no ptxas found: install the CUDA toolkit or set GPURL_PTXAS")
     target = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, flags=re.M)
-    arch = target.group(1) if target else "sm_90"
-    with tempfile.TemporaryDirectory(prefix="gpurl-ptxas-v-") as tmp:
-        src, out = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
-        with open(src, "w") as f:
-            f.write(ptx)
-        done = subprocess.run([ptxas, f"-arch={arch}", "-v", "-o", out, src], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise PtxasError(f"{ptxas} -arch={arch} -v failed ({done.returncode}):\n{done.stderr.strip()}")
-    return parse_ptxas_verbose(done.stdout + "\n" + done.stderr)
+    return parse_ptxas_verbose(_assembled(_require_ptxas(ptxas), target.group(1) if target else "sm_90", ptx)[1])
