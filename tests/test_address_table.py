@@ -12,7 +12,8 @@ import torch
 
 import gpurl
 from gpurl.kernels import EnvKernel, per_env
-from gpurl.kernels.address_table import MAX_DIMS, address_table, native_address, table_wrapper
+from gpurl.kernels.address_table import (MAX_DIMS, address_table, native_address, table_wrapper,
+                                         wrapper_signature)
 from gpurl.kernels.errors import is_index_error
 
 pytestmark = pytest.mark.cpu
@@ -73,22 +74,22 @@ def _add_to_total(e, s, scale):
 
 
 def _compiled_pair_kernel(name: str):
-    """(kernel, its CPU build, the overload's signature, the pinned struct, scale) after one plain launch."""
+    """(its CPU build, the overload's signature, the pinned struct, scale) after one plain launch."""
     kernel = EnvKernel(name, [per_env(_add_to_total)], nargs=2)
     pair = Pair(np.arange(12, dtype=np.float32).reshape(4, 3), np.zeros(4, np.float32))
     scale = np.ones(1, np.float32)
     kernel.launch("cpu", 4, 3, pair, scale)
     build = kernel.build("cpu")
     (signature,) = build.signatures
-    return kernel, build, signature, pair, scale
+    return build, signature, pair, scale
 
 
 def test_the_wrapper_launches_the_kernels_overload_through_its_address(monkeypatch):
     monkeypatch.setenv("GPURL_CACHE_DIR", "off")  # compiled here: a build loaded from the cache has no overloads
-    kernel, build, signature, pair, scale = _compiled_pair_kernel("table_pair")
+    build, signature, pair, scale = _compiled_pair_kernel("table_pair")
     wrapper = table_wrapper(None, pair, signature, "table_pair_cpu_table")
     table = address_table(pair)
-    wrapper.compile((numba.types.int64, *signature[:3], numba.typeof(table), *signature[4:]))
+    wrapper.compile(wrapper_signature(signature, table))
     (compiled,) = wrapper.overloads.values()
     scale[0] = 2
     compiled.entry_point(native_address(build.overloads[signature]), 4, 3, 1, table, scale)
@@ -100,11 +101,11 @@ def test_the_wrapper_launches_the_kernels_overload_through_its_address(monkeypat
 
 def test_a_wrapper_launched_with_types_not_the_overloads_does_not_compile(monkeypatch):
     monkeypatch.setenv("GPURL_CACHE_DIR", "off")
-    kernel, build, signature, pair, scale = _compiled_pair_kernel("table_pair_types")
+    build, signature, pair, scale = _compiled_pair_kernel("table_pair_types")
     wrapper = table_wrapper(None, pair, signature, "table_pair_types_cpu_table")
     float64_scale = numba.typeof(np.ones(1, np.float64))  # the overload takes a float32 one
     with pytest.raises(numba.core.errors.TypingError, match="the kernel's overload takes"):
-        wrapper.compile((numba.types.int64, *signature[:3], numba.typeof(address_table(pair)), float64_scale))
+        wrapper.compile((*wrapper_signature(signature, address_table(pair))[:-1], float64_scale))
 
 
 def _gather_total(e, s, index):
@@ -121,7 +122,7 @@ def test_an_error_in_the_kernel_reaches_the_wrappers_caller_as_it_reaches_a_plai
     (signature,) = build.signatures
     table = address_table(pair)
     wrapper = table_wrapper(None, pair, signature, "table_gather_cpu_table")
-    wrapper.compile((numba.types.int64, *signature[:3], numba.typeof(table), *signature[4:]))
+    wrapper.compile(wrapper_signature(signature, table))
     (compiled,) = wrapper.overloads.values()
     index[0] = 3  # x has 3 columns
     with pytest.raises(Exception) as through_table:

@@ -133,6 +133,14 @@ def table_wrapper(inner_key: str | None, struct, signature: tuple, name: str):
     return wrapper
 
 
+def wrapper_signature(signature: tuple, table: np.ndarray) -> tuple:
+    """The Numba types a table wrapper compiles for: the overload's native address (int64), then the kernel
+    overload's ``signature`` with the struct replaced by ``table``'s type."""
+    import numba
+
+    return (numba.types.int64, *signature[:3], numba.typeof(table), *signature[4:])
+
+
 def native_address(overload) -> int:
     """The address of a compiled overload's native entry (Numba's calling convention), which a table wrapper
     calls; the overload's dispatcher must outlive every call."""
@@ -142,4 +150,4 @@ def native_address(overload) -> int:
     return address
 
 
-__all__ = ["MAX_DIMS", "address_table", "native_address", "table_wrapper", "wrapper_source"]
+__all__ = ["MAX_DIMS", "address_table", "native_address", "table_wrapper", "wrapper_signature", "wrapper_source"]

@@ -6,7 +6,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from . import build_cache
-from .address_table import address_table, native_address, table_wrapper
+from .address_table import address_table, native_address, table_wrapper, wrapper_signature
 from .cpu_chunks import _cpu_envs_per_call
 
 if TYPE_CHECKING:
@@ -78,14 +78,11 @@ class DirectLaunch:
         """The address-table wrapper's entry point, bound to ``dispatcher``'s overload for ``signature``
         (compiled, or loaded from the build cache, without running); None when the pinned tuple's arrays do
         not qualify."""
-        import numba
-
         key = self.kernel.cpu_build_key(self.constants) if build_cache.cache_dir() is not None else None
         wrapper = table_wrapper(key, self._pinned, signature, f"{self.kernel.name}_cpu_table")
         if wrapper is None:
             return None
-        table_signature = (numba.types.int64, *signature[:3], dispatcher.typeof_pyval(self._table),
-                           *signature[4:])
+        table_signature = wrapper_signature(signature, self._table)
         wrapper.compile(table_signature)
         address = native_address(dispatcher.overloads[signature])
         return functools.partial(wrapper.overloads[table_signature].entry_point, address)
