@@ -101,13 +101,16 @@ TIER=$!
 # Issue 42 (GPU env stepping), first: what is still open there (item 3), then the items met on 2026-11-30,
 # measured again.
 # 3. tag-10v100 at 1000 and 4096 envs (per call, prepared): against the card's bytes bound. Then side by side
-#    with the commit before tag_continuous's team phase (the env's threads find one agent's k nearest together;
-#    REF_COMMIT of bench/gpu_wheels.sh, exported into .whl/ref: a thread per agent, with the counted range loops),
-#    and where Nsight Compute is installed, one step's profile: occupancy, stalls, and the executed warp
-#    instructions and active lanes per instruction, which the team phase is meant to cut.
+#    with the commit before tag_continuous's team phase (REF_COMMIT of bench/gpu_wheels.sh, exported into
+#    .whl/ref: a thread per agent, with the counted range loops) and with its first team phase (BLOCK_TEAM_COMMIT,
+#    .whl/ref_block_team: the env's block one team, one agent at a time, block barriers; this checkout: a warp a
+#    team, the block's warps on different agents), and where Nsight Compute is installed, one step's profile:
+#    occupancy, stalls, and the executed warp instructions and active lanes per instruction.
 step tag_10v100 45 $PY bench/env_throughput.py --device cuda --configs tag-10v100 --sizes 1000,4096 --repeats 3
-step tag_10v100_vs_ref 90 $PY bench/env_vs_ref.py --device cuda --ref-dir .whl/ref --configs tag-10v100 \
-    --num-envs 1000,4096 --rounds 5
+step tag_10v100_vs_ref 75 $PY bench/env_vs_ref.py --device cuda --ref-dir .whl/ref --configs tag-10v100 \
+    --num-envs 1000,4096 --rounds 3
+step tag_10v100_vs_block_team 75 $PY bench/env_vs_ref.py --device cuda --ref-dir .whl/ref_block_team \
+    --configs tag-10v100 --num-envs 1000,4096 --rounds 3
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
 if [ -n "$NCU" ]; then
     step tag_10v100_ncu 60 "$NCU" --kernel-name-base function --kernel-name regex:tag_continuous \

@@ -9,8 +9,9 @@
 #     bash bench/gpu_wheels.sh          # then: the device call carries .whl (run(carry=[".whl"]))
 #
 # It also exports gpurl at REF_COMMIT (default e2b88ac: tag_continuous observing with a thread per agent, before its team
-# phase) into .whl/ref, which
-# gpu_checks.sh's side-by-side env step compares this checkout against.
+# phase) into .whl/ref, and at BLOCK_TEAM_COMMIT (default 52b639a: the team phase with the env's whole block as one
+# team, block barriers and atomic slot claims) into .whl/ref_block_team: gpu_checks.sh's side-by-side env steps
+# compare this checkout against both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
@@ -35,9 +36,12 @@ for name in gym vmas; do
     python3 -m pip wheel --quiet --no-deps -w .whl "${pinned:-$name}"
 done
 # The package at REF_COMMIT, for bench/env_vs_ref.py --ref-dir (the GPU machine gets no .git to export it from).
-REF_COMMIT=${REF_COMMIT:-e2b88ac}
-mkdir -p .whl/ref
-git archive "$REF_COMMIT" gpurl | tar -x -C .whl/ref
-git rev-parse --short "$REF_COMMIT" > .whl/ref/COMMIT
+export_ref() {  # export_ref COMMIT FOLDER
+    mkdir -p "$2"
+    git archive "$1" gpurl | tar -x -C "$2"
+    git rev-parse --short "$1" > "$2/COMMIT"
+}
+export_ref "${REF_COMMIT:-e2b88ac}" .whl/ref
+export_ref "${BLOCK_TEAM_COMMIT:-52b639a}" .whl/ref_block_team
 ls .whl
 du -sh .whl

@@ -13,7 +13,12 @@ from gpurl.kernels.aot import (
     compile_ptx_sm90,
     compile_triton_sm90,
     float64_instructions,
+    sass_instructions,
+    sass_sm90,
 )
+from gpurl.kernels.neighbors_team import k_nearest_team
+from gpurl.kernels.program import EnvKernel, per_agent, per_agent_team
+from gpurl.kernels.team import team_range, team_row
 
 from toolkit_kernels import (
     affine_kernel,
@@ -127,3 +132,36 @@ def test_one_ptxas_run_serves_a_kernels_resources_and_its_machine_code(ptxas, mo
     cubin = assemble_sm90(ptx, ptxas)
     assert runs == [ptxas]  # the second asked for what the first ran
     assert any(r.entry for r in report.values()) and cubin[:4] == b"\x7fELF"
+
+
+def _knn_team(e, i, x, y, alive, k, radius, dist_row, cand_idx, cand_dist, out_idx, result):
+    row = team_row(e)
+    k_nearest_team(x, y, alive, e, i, k, radius, dist_row, cand_idx, cand_dist, out_idx, row)
+    for s in team_range(k):
+        result[e, i, s] = out_idx[row, s]
+
+
+def _after(e, i, x, y, alive, k, radius, dist_row, cand_idx, cand_dist, out_idx, result):
+    x[e, i] = y[e, i]
+
+
+def test_a_team_phase_votes_in_its_warp_with_no_block_barrier_or_atomic(ptxas, cuobjdump):
+    """A team is a warp (gpurl.kernels.team): k_nearest_team's counts and gather are warp votes, so an agent's
+    search waits at no block barrier and claims its candidates' slots with no atomic. A second phase after it
+    adds the one block barrier between phases (the count below can see one)."""
+    f32, i32 = np.zeros((2, 40), np.float32), np.zeros((2, 40), np.int32)
+    scratch = (np.zeros((8, 1), np.float32), np.zeros((8, 33), np.int32), np.zeros((8, 33), np.float32),
+               np.zeros((8, 33), np.int32))
+    args = (f32, f32, i32, np.int32(3), np.float32(1.0), *scratch, np.zeros((2, 40, 3), np.int32))
+
+    def opcodes(*phases):
+        kernel = EnvKernel(f"team_sass_{len(phases)}", list(phases), nargs=len(args))
+        sass = sass_sm90(assemble_sm90(compile_ptx_sm90(kernel, args), ptxas), cuobjdump)
+        return [text.split()[1] if text.startswith("@") else text.split()[0]
+                for _, text in sass_instructions(sass)]
+
+    alone = opcodes(per_agent_team(_knn_team))
+    assert any(op.startswith("VOTE") for op in alone)
+    assert not [op for op in alone if op.startswith(("BAR", "ATOM", "RED"))]
+    followed = opcodes(per_agent_team(_knn_team), per_agent(_after))
+    assert len([op for op in followed if op.startswith("BAR")]) == 1

@@ -1,6 +1,7 @@
 """Sim tier: the k-nearest searches' CUDA versions in Numba's simulator against k_nearest_ref, case by case:
-k_nearest's generic version (a thread per agent, a scratch row per lane) and k_nearest_team (the env's
-threads together, one agent after another), each also against its CPU build. tag_continuous's whole kernel
+k_nearest's generic version (a thread per agent, a scratch row per lane) and k_nearest_team (a warp of the
+env's block together, one agent after another, the block's warps on different agents at once), each also
+against its CPU build. tag_continuous's whole kernel
 is checked in tests/test_sim_tag_continuous.py.
 
 The cases are built for the radius method's branches: a radius that grows, then bisects; a crowd that shrinks
@@ -17,7 +18,7 @@ from gpurl.kernels.neighbors import k_nearest, k_nearest_ref, knn_scratch_shapes
 from gpurl.kernels.neighbors_team import k_nearest_team
 from gpurl.kernels.program import EnvKernel, per_agent, per_agent_team
 from gpurl.kernels.scratch import lane, num_lanes
-from gpurl.kernels.team import team_range
+from gpurl.kernels.team import team_range, team_row, team_rows
 
 pytestmark = pytest.mark.sim
 
@@ -96,15 +97,16 @@ def test_generic_k_nearest_matches_reference(name):
         np.testing.assert_array_equal(result[0, 5], [0, 1, 2])
 
 
-# ---- k_nearest_team: the env's threads together, one agent after another ---------------------------------
+# ---- k_nearest_team: a warp together, one agent after another ----------------------------------------------
 # The simulator runs a Python thread per CUDA thread and a barrier costs it milliseconds, so the crowded cases
 # are smaller here, with a smaller candidate capacity (the scratch's width) in place of more agents.
 
 
 def _knn_team_phase(e, i, x, y, alive, k, radius, dist_row, cand_idx, cand_dist, out_idx, found, result):
-    found[e, i] = k_nearest_team(x, y, alive, e, i, k, radius, dist_row, cand_idx, cand_dist, out_idx, e)
+    row = team_row(e)
+    found[e, i] = k_nearest_team(x, y, alive, e, i, k, radius, dist_row, cand_idx, cand_dist, out_idx, row)
     for s in team_range(k):
-        result[e, i, s] = out_idx[e, s]
+        result[e, i, s] = out_idx[row, s]
 
 
 knn_team_kernel = EnvKernel("knn_team_probe", [per_agent_team(_knn_team_phase)], nargs=11)
@@ -118,20 +120,25 @@ def _knn_team_case(name):
         return x, y, np.ones((1, 12), np.int32), 3, 100.0, 6
     if name == "tied_beyond_capacity":  # 9 at one point: no radius holds <= 4 of 8, exact fallback
         return np.ones((1, 9), np.float32), np.ones((1, 9), np.float32), np.ones((1, 9), np.int32), 3, 0.5, 4
-    if name == "more_neighbours_than_threads":  # 40 agents on 32 threads: two chunks a pass, 20 ranks
-        x, y, alive, k, radius = _knn_case(name)
+    if name in ("more_neighbours_than_threads", "two_teams"):  # 40 agents on a team of 32: two chunks a pass
+        x, y, alive, k, radius = _knn_case("more_neighbours_than_threads")
         return x, y, alive, k, radius, None
     return (*_knn_case(name), None)
 
 
 @pytest.mark.parametrize("name", ["random_some_dead", "lattice_ties", "fewer_alive_than_k", "crowd_shrinks_radius",
-                                  "tied_beyond_capacity", "more_neighbours_than_threads"])
+                                  "tied_beyond_capacity", "more_neighbours_than_threads", "two_teams"])
 def test_team_k_nearest_matches_reference(name, monkeypatch):
-    monkeypatch.setattr(program, "MAX_THREADS_PER_BLOCK", 32)  # a team of 32 threads (of block_size(N) at most)
+    """One team a block (a block of 32 threads), or two ("two_teams": 40 agents, a block of 64 threads): each
+    warp takes every other agent, with a scratch row of its own."""
+    threads = 64 if name == "two_teams" else 32
+    monkeypatch.setattr(program, "MAX_THREADS_PER_BLOCK", threads)  # block_size(N) at most
     x, y, alive, k, radius, capacity = _knn_team_case(name)
     E, N = x.shape
-    found, result = _run_knn("cuda", x, y, alive, k, radius, knn_team_kernel, rows=E, capacity=capacity)
-    assert knn_team_kernel.build("cuda").block_dim == (32, 1, 1)
+    rows = team_rows("cuda", E, N)
+    assert rows == E * threads // 32
+    found, result = _run_knn("cuda", x, y, alive, k, radius, knn_team_kernel, rows=rows, capacity=capacity)
+    assert knn_team_kernel.build("cuda").block_dim == (threads, 1, 1)
     for e in range(E):
         for i in range(N):
             want = k_nearest_ref(x[e], y[e], alive[e], i, k)

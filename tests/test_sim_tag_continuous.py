@@ -113,8 +113,8 @@ def test_both_builds_run_in_the_simulator_process():
 @pytest.mark.parametrize("full", [True, False], ids=["full_obs", "k_nearest"])
 def test_simulator_matches_cpu_build_across_autoreset(full):
     sim, cpu = make_pair(use_full_observation=full, num_other_agents_observed=3)
-    # The k-nearest scratch of a team phase: a row per env on both targets (the team holds one agent at a time),
-    # row-major (a team writes and reads along one row).
+    # The k-nearest scratch of a team phase: a row per team, and 7 agents make one team (a warp) an env, so a row
+    # per env on both targets; row-major (a team writes and reads along one row).
     for name in ("cand_idx", "cand_dist", "nbr_idx"):
         assert sim._tensors[name].shape == cpu._tensors[name].shape, name
         assert sim._tensors[name].shape[0] == sim.num_envs and sim._tensors[name].is_contiguous(), name
@@ -125,6 +125,19 @@ def test_simulator_matches_cpu_build_across_autoreset(full):
     assert events["truncated"] == sim.num_envs  # both envs crossed the autoreset at step 6
     assert events["tags"] >= 1
     assert (sim.state.episode.numpy() == 2).all()
+
+
+def test_two_teams_an_env_match_cpu_build():
+    """40 agents: a block of two warps an env, each warp a team observing every other agent (with k = 4 of 39),
+    at once, in a scratch row of its own."""
+    sim, cpu = make_pair(num_envs=1, num_taggers=4, num_runners=36, grid_length=8.0, use_full_observation=False,
+                         num_other_agents_observed=4)
+    assert sim.kernel.geometry(1, 40)[1] == 64
+    assert sim._tensors["nbr_idx"].shape[0] == 2 and cpu._tensors["nbr_idx"].shape[0] == 1
+    sim.reset()
+    cpu.reset()
+    assert_envs_match(sim, cpu, "reset")
+    step_pair(sim, cpu, steps=3, gen=torch.Generator().manual_seed(2))
 
 
 def test_masked_reset_and_reseed_match_cpu_build():

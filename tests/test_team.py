@@ -1,5 +1,5 @@
 """Team phases (gpurl.kernels.team) on the CPU: a team-only helper outside a team phase is refused when the
-kernel is made; a team kernel gets a block per env; k_nearest_team's CPU build and its plain-Python team of one
+kernel is made; a team kernel gets a block per env, a team per warp of it; k_nearest_team's CPU build and its plain-Python team of one
 (what the CUDA bounds check runs) give k_nearest_ref's answer. The CUDA build's team runs in the simulator
 (tests/test_sim_k_nearest.py)."""
 from __future__ import annotations
@@ -52,8 +52,8 @@ def test_team_kernel_gets_a_block_per_env_and_a_serial_agent_loop():
     assert plain.geometry(4096, 4) == (128, 128, 4)  # packed: 32 envs a block
     assert team.geometry(4096, 4) == (4096, 32, 32)  # the block is the env's team
     assert team.geometry(10, 110) == plain.geometry(10, 110) == (10, 128, 128)
-    source = team.source("cuda")
-    assert "i = 0\n" in source and "i += 1\n" in source and "i += lanes" not in source
+    source = team.source("cuda")  # a warp a team: team w of the block's W takes agents w, w + W, ...
+    assert "i = lane // 32\n" in source and "i += lanes // 32\n" in source and "i += lanes\n" not in source
 
 
 def test_team_phase_runs_every_iteration_on_the_cpu_and_in_plain_python():

@@ -2,8 +2,9 @@
 
 - :func:`device` marks helpers; :func:`per_agent` / :func:`per_env` make phases; :class:`EnvKernel`
   compiles a list of phases for ``"cpu"`` (Numba, parallel over envs) or ``"cuda"`` (numba-cuda).
-- :func:`per_agent_team` makes a team phase (:mod:`.team`): the env's threads work on one agent at a time,
-  sharing out ``team_range`` loops and the work of :func:`k_nearest_team`.
+- :func:`per_agent_team` makes a team phase (:mod:`.team`): a team of threads (a warp on CUDA) works on one
+  agent at a time, sharing out ``team_range`` loops and the work of :func:`k_nearest_team`, with scratch rows
+  of its own (:func:`team_row`).
 - :func:`clamp_action` / :func:`clip_action`: a discrete action value read as an index, clamped into its
   space; a Box component clipped into its bounds (NaN: the lower one).
 - Counter-based RNG (:func:`random_uniform`, ...), float32 math with one meaning everywhere
@@ -28,7 +29,7 @@ from .program import EnvKernel, Phase, block_size, per_agent, per_agent_team, pe
 from .rng import mix64, random_below, random_u32, random_uniform
 from .scratch import lane, num_lanes
 from .targets import DeviceFunction, device, freeze_constants
-from .team import team_barrier, team_count, team_leader, team_range
+from .team import team_barrier, team_count, team_leader, team_range, team_row, team_tally
 
 __all__ = [
     "DeviceFunction", "EnvKernel", "KernelAllocationError", "KernelFloat64Error", "KernelHelperError",
@@ -36,4 +37,5 @@ __all__ = [
     "count_within", "device", "fmod32", "freeze_constants", "k_nearest", "k_nearest_team", "lane", "mix64",
     "num_lanes", "pair_distance", "per_agent", "per_agent_team", "per_env", "random_below", "random_u32",
     "random_uniform", "sin32", "team_barrier", "team_count", "team_knn_scratch", "team_leader", "team_range",
+    "team_row", "team_tally",
 ]

@@ -119,9 +119,10 @@ def _cuda_source(name: str, phases: tuple[Phase, ...], nargs: int) -> str:
         "    has_env = slot < envs_per_block and e < num_envs",
     ]
     stride = ["i = lane", "while i < num_agents:", "    {call}", "    i += lanes"]
-    # a team phase: every thread of the env's block (the block is the env's, :func:`launch_geometry`) calls fn
-    # for agent 0, then 1, ...: the same calls in the same order, so they meet at the team functions' barriers
-    team = ["i = 0", "while i < num_agents:", "    {call}", "    i += 1"]
+    # a team phase: a team is a warp of the env's block (the block is the env's, :func:`launch_geometry`); its
+    # threads call fn for the agents w, w + W, ... of team w of W together: the same calls in the same order, so
+    # they meet at the team functions' warp barriers, while the env's other teams work on other agents
+    team = ["i = lane // 32", "while i < num_agents:", "    {call}", "    i += lanes // 32"]
     for p, phase in enumerate(phases):
         if p and not (phase.kind == "env" and phases[p - 1].kind == "env"):
             lines.append("    cuda.syncthreads()")

@@ -1,20 +1,21 @@
-"""k nearest neighbours of one agent, found by the env's team of threads (:mod:`.team`).
+"""k nearest neighbours of one agent, found by a team of threads (:mod:`.team`; a warp on CUDA).
 
 The answer is :func:`~.neighbors.k_nearest`'s, bit for bit: the ``k`` nearest alive others in (float32
 distance, index) order, -1 padded. So is the method (a radius rescaled until ``k <= count <= capacity``,
 the candidates inside it gathered and ranked; the exact repeated minimum where ties defeat every radius),
-but each pass is shared out: thread t takes the others t, t + team size, ... of the pass, a count is a
-barrier-count of the team, the gather claims slots from a shared counter, and each candidate's rank is
-computed by a thread of its own. A per-agent phase has one thread pass over all N others several times
-while its warp waits for the slowest lane; a team does about N / team size of that work per agent, and an
-agent out of the game costs its team nothing.
+but each pass is shared out: thread t takes the others t, t + team size, ... of the pass, a count is a vote of
+the team (a warp's, on CUDA), the gather writes each candidate to the slot the vote ranks it at, and each
+candidate's rank is computed by a thread of its own. A per-agent phase has one thread pass over all N others
+several times while its warp waits for the slowest lane; a team does about N / team size of that work per
+agent, and an agent out of the game costs its team nothing.
 
 On the CPU the team is one thread: the CPU build is :func:`~.neighbors.k_nearest`'s CPU version (a
 vectorisable distance row, then the same count, gather and rank).
 
-Scratch (:func:`team_knn_scratch`): one row per env on every target (``row = e``), since the team holds one
-agent at a time; ``dist_row`` float32 [E, N] (CPU; [E, 1] on CUDA), ``cand_idx`` int32 / ``cand_dist`` float32
-/ ``out_idx`` int32 [E, capacity + 1]. A team phase reads ``out_idx[e, :k]`` after the call, before its next.
+Scratch (:func:`team_knn_scratch`): one row per team (``row = team_row(e)``, :func:`~.team.team_rows` rows),
+since a team holds one agent at a time; ``dist_row`` float32 [rows, N] (CPU; [rows, 1] on CUDA), ``cand_idx``
+int32 / ``cand_dist`` float32 / ``out_idx`` int32 [rows, capacity + 1]. A team phase reads ``out_idx[row, :k]``
+after the call, before its next.
 """
 import math
 
@@ -24,15 +25,16 @@ from .fields import Field, resolve_size
 from .neighbors import (_INF, _MAX_BISECTIONS, _k_nearest_cpu, knn_scratch_shapes, next_radius, pair_squared,
                         rank_of, select_by_repeated_minimum, squared_bounds, within_radius)
 from .targets import device
-from .team import team_barrier, team_claim, team_count, team_leader, team_range, team_rank, team_size
+from .team import team_barrier, team_count, team_leader, team_range, team_rank, team_rows, team_size, team_tally
 
 
 def team_knn_scratch(k, out: str = "out_idx") -> dict[str, Field]:
     """The scratch fields of :func:`k_nearest_team` for ``k`` neighbours (an int or the name of a params
-    attribute), one row per env; ``out`` names the result array (the k nearest)."""
+    attribute), one row per team (:func:`~.team.team_row`); ``out`` names the result array (the k nearest)."""
     def shape_of(name):
         def shape(env):
-            return knn_scratch_shapes(env.target, env.num_envs, env.num_agents, resolve_size(env, k))[name]
+            rows = team_rows(env.target, env.num_envs, env.num_agents)
+            return knn_scratch_shapes(env.target, rows, env.num_agents, resolve_size(env, k))[name]
         return shape
 
     dtypes = dict(dist_row="float32", cand_idx="int32", cand_dist="float32", out_idx="int32")
@@ -67,11 +69,9 @@ def team_count_within(x, y, alive, e, i, radius, with_total):
 def k_nearest_team(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_dist, out_idx, row):
     """Write the ``k`` nearest alive other agents of agent ``i`` (env ``e``) to ``out_idx[row, :k]``, called by
     the whole team of a team phase; arguments and result as :func:`~.neighbors.k_nearest`'s (``row``: the
-    env's, ``e``). Returns how many slots hold an agent; ``out_idx`` is visible to every thread on return.
-    The gather's slot counter is ``cand_idx[row, capacity]``, the row's spare slot."""
+    team's, :func:`~.team.team_row`). Returns how many slots hold an agent; ``out_idx`` is visible to every
+    thread of the team on return."""
     capacity = cand_idx.shape[1] - 1
-    if team_leader():
-        cand_idx[row, capacity] = 0  # the slot counter; no thread claims a slot before the count's barriers below
     radius = np.float32(radius_hint)
     low = np.float32(0.0)
     high = _INF
@@ -87,17 +87,26 @@ def k_nearest_team(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_d
         inside, _ = team_count_within(x, y, alive, e, i, radius, False)
         steps += 1
     if inside < want or inside > capacity:  # ties no radius separates (rare): one thread, the exact selection
+        team_barrier()  # the team's reads of the row's last answer are done before its leader writes this one
         if team_leader():
             select_by_repeated_minimum(x, y, alive, e, i, k, out_idx, row)
         team_barrier()
         return min(k, total)
     low, high = squared_bounds(radius)
-    for j in team_range(x.shape[1]):
-        s = pair_squared(x, y, e, i, j)
-        if (j != i) & (alive[e, j] != 0) & within_radius(s, radius, low, high):
-            slot = team_claim(cand_idx, row, capacity)
-            cand_idx[row, slot] = j
-            cand_dist[row, slot] = np.float32(math.sqrt(s))
+    filled = 0
+    n = x.shape[1]
+    for base in range(0, n, team_size()):  # the candidates in index order, each thread's at its vote's slot
+        j = base + team_rank()
+        squared = np.float32(0.0)
+        take = False
+        if j < n:
+            squared = pair_squared(x, y, e, i, j)
+            take = (j != i) & (alive[e, j] != 0) & within_radius(squared, radius, low, high)
+        before, count = team_tally(take)
+        if take:
+            cand_idx[row, filled + before] = j
+            cand_dist[row, filled + before] = np.float32(math.sqrt(squared))
+        filled += count
     team_barrier()
     for a in team_range(inside):  # ranks do not depend on the slots' order
         out_idx[row, rank_of(a, inside, cand_idx, cand_dist, row)] = cand_idx[row, a]

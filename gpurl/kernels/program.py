@@ -71,8 +71,8 @@ CALLEE_OPTIONS = {"_nrt": False, "no_cpython_wrapper": True, "no_cfunc_wrapper":
 
 @dataclass(frozen=True)
 class Phase:
-    """One step of a kernel: ``fn`` run per agent (``kind="agent"``; ``"team"``: by the env's threads together,
-    :mod:`.team`) or per env (``"env"``), only in the
+    """One step of a kernel: ``fn`` run per agent (``kind="agent"``; ``"team"``: by a team of the env's threads
+    together, :mod:`.team`) or per env (``"env"``), only in the
     envs where ``when(e, *args)`` is true (every env when ``when`` is None); make it with
     :func:`per_agent` / :func:`per_agent_team` / :func:`per_env`."""
 
@@ -95,9 +95,10 @@ def per_agent(fn, when=None, rare=False) -> Phase:
 
 
 def per_agent_team(fn, when=None, rare=False) -> Phase:
-    """A team phase (:mod:`.team`): ``fn(e, i, *args)`` for every agent ``i`` of every env ``e``, one agent after
-    another, each call made by all of the env's threads on CUDA; ``team_range`` loops and team functions
-    (:func:`~.neighbors.k_nearest_team`) share out the work. On the CPU it is :func:`per_agent`."""
+    """A team phase (:mod:`.team`): ``fn(e, i, *args)`` for every agent ``i`` of every env ``e``, each call made
+    by all the threads of a team (a warp of the env's block on CUDA), a team's agents one after another;
+    ``team_range`` loops and team functions (:func:`~.neighbors.k_nearest_team`) share out the work. On the CPU
+    it is :func:`per_agent`."""
     return Phase("team", _device_function(fn), _device_function(when), rare)
 
 
@@ -211,6 +212,10 @@ class EnvKernel:
 
                     from .interop import simulator_enabled
 
+                    if simulator_enabled():
+                        from . import sim_warp
+
+                        sim_warp.install()  # the warp votes team phases use
                     # the simulator's jit takes no launch bounds (it has no registers to bound)
                     bounds = {} if self.launch_bounds is None or simulator_enabled() else {
                         "launch_bounds": self.launch_bounds}
@@ -364,7 +369,7 @@ def launch_geometry(num_envs: int, num_agents: int, team: bool = False) -> tuple
     """``(blocks, threads per block, lanes per env)`` of a CUDA launch over ``num_envs`` envs.
 
     A world of more than a warp's agents (or any world with :data:`PACK_SMALL_WORLDS` off, or a kernel with a
-    team phase, ``team``: its barriers are the block's) gets a block of :func:`block_size` threads per env. A
+    team phase, ``team``: its teams are the env's warps) gets a block of :func:`block_size` threads per env. A
     smaller one gets one lane per agent (one per env for a one-agent world), and a block holds
     ``PACKED_THREADS // lanes`` envs (fewer when there are fewer envs, in whole warps): simple_tag's 4 agents
     keep 32 of a warp's 32 lanes busy, where a block per env kept 4.

@@ -1,26 +1,31 @@
-"""Team phases: the env's threads work on one agent at a time, together.
+"""Team phases: a team of threads works on one agent at a time, together.
 
 A :func:`~.program.per_agent` phase gives each agent a thread of its own: an agent whose work is a pass over
 every other agent (a neighbour search) keeps its thread busy for N steps while the warp waits for its
 slowest lane, and an agent out of the game leaves its lane idle. A *team phase*
-(:func:`~.program.per_agent_team`) turns this around: ``fn(e, i, *args)`` is called for agent 0, then 1, ...,
-and on CUDA every thread of the env's block makes each call (the team). Plain code in ``fn`` runs on every
-thread alike, which is correct (every thread computes, reads and writes the same values) and costs what one
-thread would; the work is split where ``fn`` says so:
+(:func:`~.program.per_agent_team`) turns this around: on CUDA a team is a warp of the env's block, and
+``fn(e, i, *args)`` is called by all 32 threads of a team together, for the agents ``w, w + W, ...`` of team
+``w`` of the env's ``W`` (:func:`team_row`): the teams of a block work on different agents at once, and a
+team's barrier and counts are a warp's (no block-wide barrier on an agent's way). Plain code in ``fn`` runs
+on every thread of the team alike, which is correct (every thread computes, reads and writes the same values)
+and costs what one thread would; the work is split where ``fn`` says so:
 
 - ``for j in team_range(n)``: the loop's iterations are shared out over the team (thread t takes t,
   t + team size, ...), so they must not depend on one another;
 - toolkit functions made for teams split their own work (:func:`~.neighbors.k_nearest_team`: a pass over the
-  others takes one barrier-count per block-full of them).
+  others takes one warp vote per 32 of them).
 
-Every thread must reach every call of a team function (no team function inside a ``team_range`` loop or
-under a condition that differs between threads). A value written in a ``team_range`` loop is visible to the
-other threads after the next barrier (the end of the phase, or a team function's own). Per-env scratch rows
-(row ``e``) serve a team phase on every target: the team holds one agent at a time, like the CPU build.
+Every thread of a team must reach every call of a team function (no team function inside a ``team_range``
+loop or under a condition that differs between its threads). A value written in a ``team_range`` loop is
+visible to the team's other threads after the next barrier (the end of the phase, or a team function's own).
+Scratch that a team writes takes a row per team, :func:`team_row` (``team_rows`` of them): two teams of an
+env work at the same time. A team writes its own agent's outputs, and reads what earlier phases wrote.
 
-On the CPU (and in plain Python) a team phase is a ``per_agent`` phase and ``team_range(n)`` is ``range(n)``.
-A kernel with a team phase gets a block of its own per env (:func:`~.program.launch_geometry`), and a team
-function called from another kind of phase is an error when the kernel is made (:func:`team_misuse`).
+On the CPU (and in plain Python) a team phase is a ``per_agent`` phase, ``team_range(n)`` is ``range(n)``
+and ``team_row(e)`` is ``e``. A kernel with a team phase gets a block of its own per env
+(:func:`~.program.launch_geometry`), and a team function called from another kind of phase is an error when
+the kernel is made (:func:`team_misuse`). Numba's CUDA simulator lacks the warp votes; :mod:`.sim_warp`
+gives it them.
 """
 from __future__ import annotations
 
@@ -31,6 +36,10 @@ import numpy as np
 from .targets import CUDA as cuda
 from .targets import DeviceFunction, device
 
+_WARP = 32
+#: A warp vote of every lane: a team is a whole warp, and every lane of it reaches each team function.
+_ALL_LANES = np.uint32(0xFFFFFFFF)
+
 
 @device(team_only=True)
 def team_rank():
@@ -40,18 +49,19 @@ def team_rank():
 
 @team_rank.override("cuda", threaded=True)
 def _team_rank_cuda():
-    return cuda.threadIdx.x  # the env's block is the team (launch_geometry)
+    return cuda.laneid  # a team is a warp
 
 
 @device(team_only=True)
 def team_size():
-    """Threads in the team (1 on the CPU)."""
+    """Threads in the team (a warp's on CUDA, 1 on the CPU)."""
     return 1
 
 
 @team_size.override("cuda", threaded=True)
 def _team_size_cuda():
-    return cuda.blockDim.x
+    # not a literal: NVVM would unroll each team pass, and tag_continuous's kernel would spill at its launch bounds
+    return cuda.warpsize
 
 
 @device(team_only=True)
@@ -62,13 +72,28 @@ def team_range(n):
 
 @device(team_only=True)
 def team_count(predicate):
-    """How many of the team's threads hold ``predicate``; every thread gets the count (a barrier on CUDA)."""
+    """How many of the team's threads hold ``predicate``; every thread gets the count (a warp vote on CUDA)."""
     return int(predicate)
 
 
 @team_count.override("cuda", threaded=True)
 def _team_count_cuda(predicate):
-    return cuda.syncthreads_count(np.int32(1) if predicate else np.int32(0))
+    return cuda.popc(cuda.ballot_sync(_ALL_LANES, predicate))
+
+
+@device(team_only=True)
+def team_tally(predicate):
+    """``(before, count)``: how many threads of the team ranked below this one hold ``predicate``, and how many
+    in all; every thread gets both (one warp vote on CUDA). The threads that hold it can each write to slot
+    ``filled + before`` of a list, in rank order, and all add ``count`` to ``filled``: no atomics, and the
+    same order on every target. (The CPU's team of one: ``(0, int(predicate))``.)"""
+    return 0, int(predicate)
+
+
+@team_tally.override("cuda", threaded=True)
+def _team_tally_cuda(predicate):
+    votes = cuda.ballot_sync(_ALL_LANES, predicate)
+    return cuda.popc(votes & cuda.lanemask_lt()), cuda.popc(votes)
 
 
 @device(team_only=True)
@@ -79,7 +104,7 @@ def team_barrier():
 
 @team_barrier.override("cuda", threaded=True)
 def _team_barrier_cuda():
-    cuda.syncthreads()
+    cuda.syncwarp(_ALL_LANES)
     return 0
 
 
@@ -90,19 +115,25 @@ def team_leader():
 
 
 @device(team_only=True)
-def team_claim(counter, row, column):
-    """Add one to ``counter[row, column]`` (int32) and return the value before, atomically on CUDA: each thread
-    that claims gets a slot of its own, in no fixed order. Set the counter on one thread (:func:`team_leader`),
-    then let a barrier pass, before any claim. (A shared-memory counter would be faster, but a
-    ``cuda.shared.array`` in a device function that a kernel reaches from two phases fails NVVM's check.)"""
-    claimed = counter[row, column]
-    counter[row, column] = claimed + 1
-    return claimed
+def team_row(e):
+    """Env ``e``'s scratch row of this team: ``e`` on the CPU (its team is one thread, one agent at a time), and
+    ``e * W + w`` on CUDA for team ``w`` of the env's ``W`` (:func:`team_rows`)."""
+    return e
 
 
-@team_claim.override("cuda", threaded=True)
-def _team_claim_cuda(counter, row, column):
-    return cuda.atomic.add(counter, (row, column), 1)
+@team_row.override("cuda", threaded=True)
+def _team_row_cuda(e):
+    teams = cuda.blockDim.x // _WARP  # the env's block (launch_geometry): W teams
+    return e * teams + cuda.threadIdx.x // _WARP
+
+
+def team_rows(target: str, num_envs: int, num_agents: int) -> int:
+    """Rows of per-team scratch (:func:`team_row`) for ``num_envs`` envs of ``num_agents`` agents on ``target``."""
+    if target == "cpu":
+        return num_envs
+    from .program import WARP, block_size  # program imports this module (team_misuse)
+
+    return num_envs * (block_size(num_agents) // WARP)
 
 
 def team_helpers_reached(fn: Callable, seen: set | None = None) -> list[str]:

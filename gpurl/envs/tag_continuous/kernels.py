@@ -8,8 +8,9 @@ the toolkit's outputs), ``c`` its constants (env.py), ``actions`` int [E, N, 2].
   | per env: credit taggers, runners left, terminated/truncated
 
 and a new episode: draw agents | counters | observe (a team phase). Observing is a team's work
-(:mod:`gpurl.kernels.team`): on CUDA the env's threads find one agent's k nearest together, then write its
-row's slots, agent after agent, where a thread per agent would pass over all the others on its own.
+(:mod:`gpurl.kernels.team`): on CUDA a warp finds one agent's k nearest together, then writes its row's slots,
+agent after agent (the env's warps each take every W-th agent), where a thread per agent would pass over all
+the others on its own.
 
 The global state (``state_phases``, after both) is every agent's ``STATE_FEATURES`` features, normalised as the
 observation normalises them, then the time.
@@ -19,7 +20,7 @@ import math
 import numpy as np
 
 from ...kernels import (clamp_action, cos32, fmod32, k_nearest_team, pair_distance, per_agent, per_agent_team, per_env,
-                        random_below, random_uniform, sin32, team_range)
+                        random_below, random_uniform, sin32, team_range, team_row)
 from ...kernels.targets import device
 
 _TWO_PI = np.float32(2.0 * math.pi)   # 6.2831855
@@ -95,9 +96,10 @@ def tag_observe(e, i, s, c):
     # The hint holds ~k agents at full density; fewer agents in the game spread out: widen it.
     in_game = c.num_taggers + s.num_runners[e]
     radius = c.search_radius * np.float32(math.sqrt(np.float32(n - 1) / np.float32(max(in_game - 1, 1))))
-    k_nearest_team(s.x, s.y, s.alive, e, i, k, radius, s.dist_row, s.cand_idx, s.cand_dist, s.nbr_idx, e)
+    scratch = team_row(e)  # this team's scratch row: the env's teams find their agents' neighbours at once
+    k_nearest_team(s.x, s.y, s.alive, e, i, k, radius, s.dist_row, s.cand_idx, s.cand_dist, s.nbr_idx, scratch)
     for slot in team_range(k):
-        j = s.nbr_idx[e, slot]
+        j = s.nbr_idx[scratch, slot]
         if j >= 0:
             tag_write_features(e, i, j, slot, k, s, c)
         else:
