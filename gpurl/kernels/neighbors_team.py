@@ -4,8 +4,9 @@ The answer is :func:`~.neighbors.k_nearest`'s, bit for bit: the ``k`` nearest al
 distance, index) order, -1 padded. So is the method (a radius rescaled until ``k <= count <= capacity``,
 the candidates inside it gathered and ranked; the exact repeated minimum where ties defeat every radius),
 but each pass is shared out: thread t takes the others t, t + team size, ... of the pass, a count is a vote of
-the team (a warp's, on CUDA), the gather writes each candidate to the slot the vote ranks it at, and each
-candidate's rank is computed by a thread of its own. A per-agent phase has one thread pass over all N others
+the team (a warp's, on CUDA) that also gathers, each candidate written to the slot the vote ranks it at (so
+the count that lands in range leaves its candidates in place: no gathering pass), and each candidate's rank is
+computed by a thread of its own. A per-agent phase has one thread pass over all N others
 several times while its warp waits for the slowest lane; a team does about N / team size of that work per
 agent, and an agent out of the game costs its team nothing.
 
@@ -43,12 +44,15 @@ def team_knn_scratch(k, out: str = "out_idx") -> dict[str, Field]:
 
 
 @device(team_only=True)
-def team_count_within(x, y, alive, e, i, radius, with_total):
+def team_count_within(x, y, alive, e, i, radius, with_total, cand_idx, cand_dist, row):
     """(eligible others within ``radius``, all eligible others) of agent ``i``, counted by the team: each
     thread decides its share of the others (a root only in :func:`~.neighbors.within_radius`'s thin band).
-    The total is counted only ``with_total`` (0 otherwise): it does not change with the radius, and each count
-    is a barrier of the team."""
+    The total is counted only ``with_total`` (0 otherwise): it does not change with the radius. The pass also
+    gathers: the others within, in index order, and their distances go to ``cand_idx[row]`` and
+    ``cand_dist[row]`` (as many as the row's capacity holds), so a count that lands in range needs no second
+    pass. Its writes are visible to the team on return."""
     low, high = squared_bounds(radius)
+    capacity = cand_idx.shape[1] - 1
     inside = 0
     total = 0
     n = x.shape[1]
@@ -56,12 +60,20 @@ def team_count_within(x, y, alive, e, i, radius, with_total):
         j = base + team_rank()
         eligible = False
         within = False
+        squared = np.float32(0.0)
         if j < n:
             eligible = (j != i) & (alive[e, j] != 0)
-            within = eligible & within_radius(pair_squared(x, y, e, i, j), radius, low, high)
-        inside += team_count(within)
+            squared = pair_squared(x, y, e, i, j)
+            within = eligible & within_radius(squared, radius, low, high)
+        before, count = team_tally(within)
+        slot = inside + before
+        if within and slot < capacity:
+            cand_idx[row, slot] = j
+            cand_dist[row, slot] = np.float32(math.sqrt(squared))
+        inside += count
         if with_total:
             total += team_count(eligible)
+    team_barrier()
     return inside, total
 
 
@@ -75,7 +87,7 @@ def k_nearest_team(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_d
     radius = np.float32(radius_hint)
     low = np.float32(0.0)
     high = _INF
-    inside, total = team_count_within(x, y, alive, e, i, radius, True)
+    inside, total = team_count_within(x, y, alive, e, i, radius, True, cand_idx, cand_dist, row)
     want = min(k, total)
     steps = 0
     while (inside < want or inside > capacity) and steps < _MAX_BISECTIONS:
@@ -84,30 +96,14 @@ def k_nearest_team(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_d
         radius, low, high = next_radius(radius, low, high, inside, want, capacity, radius)
         if not (low < radius < high):
             break
-        inside, _ = team_count_within(x, y, alive, e, i, radius, False)
+        inside, _ = team_count_within(x, y, alive, e, i, radius, False, cand_idx, cand_dist, row)
         steps += 1
     if inside < want or inside > capacity:  # ties no radius separates (rare): one thread, the exact selection
-        team_barrier()  # the team's reads of the row's last answer are done before its leader writes this one
         if team_leader():
             select_by_repeated_minimum(x, y, alive, e, i, k, out_idx, row)
         team_barrier()
         return min(k, total)
-    low, high = squared_bounds(radius)
-    filled = 0
-    n = x.shape[1]
-    for base in range(0, n, team_size()):  # the candidates in index order, each thread's at its vote's slot
-        j = base + team_rank()
-        squared = np.float32(0.0)
-        take = False
-        if j < n:
-            squared = pair_squared(x, y, e, i, j)
-            take = (j != i) & (alive[e, j] != 0) & within_radius(squared, radius, low, high)
-        before, count = team_tally(take)
-        if take:
-            cand_idx[row, filled + before] = j
-            cand_dist[row, filled + before] = np.float32(math.sqrt(squared))
-        filled += count
-    team_barrier()
+    # the last count was of this radius, and it gathered all its candidates (inside <= capacity)
     for a in team_range(inside):  # ranks do not depend on the slots' order
         out_idx[row, rank_of(a, inside, cand_idx, cand_dist, row)] = cand_idx[row, a]
     for s in team_range(k - inside):
