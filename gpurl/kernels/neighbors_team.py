@@ -6,9 +6,9 @@ the candidates inside it gathered and ranked; the exact repeated minimum where t
 but each pass is shared out: thread t takes the others t, t + team size, ... of the pass, a count is a vote of
 the team (a warp's, on CUDA) that also gathers, each candidate written to the slot the vote ranks it at (so
 the count that lands in range leaves its candidates in place: no gathering pass), and each candidate's rank is
-computed by a thread of its own. A per-agent phase has one thread pass over all N others
-several times while its warp waits for the slowest lane; a team does about N / team size of that work per
-agent, and an agent out of the game costs its team nothing.
+computed by a thread of its own. A per-agent phase has one thread pass over all N others several times while
+its warp waits for the slowest lane; a team does about N / team size of that work per agent, and an agent out
+of the game costs its team nothing.
 
 On the CPU the team is one thread: the CPU build is :func:`~.neighbors.k_nearest`'s CPU version (a
 vectorisable distance row, then the same count, gather and rank).
