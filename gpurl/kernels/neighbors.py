@@ -73,11 +73,18 @@ def knn_scratch(k, out: str = "out_idx") -> dict[str, Field]:
 
 
 @device
-def pair_squared(x, y, e, i, j):
-    """float32 squared distance between agents ``i`` and ``j`` of env ``e`` (``dx*dx + dy*dy``)."""
-    dx = x[e, j] - x[e, i]
-    dy = y[e, j] - y[e, i]
+def squared_between(xi, yi, xj, yj):
+    """float32 squared distance from point i to point j (``dx*dx + dy*dy``, ``dx = xj - xi``): for a pass that
+    holds agent i's position in registers (a store in the pass keeps the compiler from assuming it unchanged)."""
+    dx = xj - xi
+    dy = yj - yi
     return dx * dx + dy * dy
+
+
+@device
+def pair_squared(x, y, e, i, j):
+    """float32 squared distance between agents ``i`` and ``j`` of env ``e`` (:func:`squared_between`)."""
+    return squared_between(x[e, i], y[e, i], x[e, j], y[e, j])
 
 
 @device

@@ -23,8 +23,8 @@ import math
 import numpy as np
 
 from .fields import Field, resolve_size
-from .neighbors import (_INF, _MAX_BISECTIONS, _k_nearest_cpu, knn_scratch_shapes, next_radius, pair_squared,
-                        rank_of, select_by_repeated_minimum, squared_bounds, within_radius)
+from .neighbors import (_INF, _MAX_BISECTIONS, _k_nearest_cpu, knn_scratch_shapes, next_radius, rank_of,
+                        select_by_repeated_minimum, squared_between, squared_bounds, within_radius)
 from .targets import device
 from .team import team_barrier, team_count, team_leader, team_range, team_rank, team_rows, team_size, team_tally
 
@@ -56,6 +56,8 @@ def team_count_within(x, y, alive, e, i, radius, with_total, cand_idx, cand_dist
     inside = 0
     total = 0
     n = x.shape[1]
+    xi = x[e, i]  # once: the pass's stores to the scratch would make the compiler load it again at each chunk
+    yi = y[e, i]
     for base in range(0, n, team_size()):
         j = base + team_rank()
         eligible = False
@@ -63,7 +65,7 @@ def team_count_within(x, y, alive, e, i, radius, with_total, cand_idx, cand_dist
         squared = np.float32(0.0)
         if j < n:
             eligible = (j != i) & (alive[e, j] != 0)
-            squared = pair_squared(x, y, e, i, j)
+            squared = squared_between(xi, yi, x[e, j], y[e, j])
             within = eligible & within_radius(squared, radius, low, high)
         before, count = team_tally(within)
         slot = inside + before
