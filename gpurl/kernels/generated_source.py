@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .team import WARP
+
 if TYPE_CHECKING:
     from .program import Phase
 
@@ -122,7 +124,7 @@ def _cuda_source(name: str, phases: tuple[Phase, ...], nargs: int) -> str:
     # a team phase: a team is a warp of the env's block (the block is the env's, :func:`launch_geometry`); its
     # threads call fn for the agents w, w + W, ... of team w of W together: the same calls in the same order, so
     # they meet at the team functions' warp barriers, while the env's other teams work on other agents
-    team = ["i = lane // 32", "while i < num_agents:", "    {call}", "    i += lanes // 32"]
+    team = [f"i = lane // {WARP}", "while i < num_agents:", "    {call}", f"    i += lanes // {WARP}"]
     for p, phase in enumerate(phases):
         if p and not (phase.kind == "env" and phases[p - 1].kind == "env"):
             lines.append("    cuda.syncthreads()")

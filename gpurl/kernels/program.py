@@ -41,7 +41,7 @@ from .generated_source import _cpu_sources, _cuda_source
 from .inline_copies import fast_cpu_compiles
 from .plain_python import _plain_python
 from .targets import TARGETS, DeviceFunction
-from .team import team_misuse
+from .team import WARP, team_misuse
 
 if TYPE_CHECKING:
     from .prepared_launch import PreparedLaunch
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 #: Threads per block: big enough to fill an SM with several env-blocks, small enough that
 #: per-thread registers of a phase-heavy kernel do not limit occupancy.
 MAX_THREADS_PER_BLOCK = 256
-WARP = 32
 #: Threads per block of packed small worlds (:func:`launch_geometry`): four warps, several envs each.
 PACKED_THREADS = 128
 #: Pack worlds of at most a warp's agents several envs to a block (False: a block per env, as before issue 42;

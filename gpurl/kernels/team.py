@@ -36,7 +36,8 @@ import numpy as np
 from .targets import CUDA as cuda
 from .targets import DeviceFunction, device
 
-_WARP = 32
+#: Threads in a warp: a team on CUDA (the one definition; program and generated_source take it from here).
+WARP = 32
 #: A warp vote of every lane: a team is a whole warp, and every lane of it reaches each team function.
 _ALL_LANES = np.uint32(0xFFFFFFFF)
 
@@ -123,15 +124,15 @@ def team_row(e):
 
 @team_row.override("cuda", threaded=True)
 def _team_row_cuda(e):
-    teams = cuda.blockDim.x // _WARP  # the env's block (launch_geometry): W teams
-    return e * teams + cuda.threadIdx.x // _WARP
+    teams = cuda.blockDim.x // WARP  # the env's block (launch_geometry): W teams
+    return e * teams + cuda.threadIdx.x // WARP
 
 
 def team_rows(target: str, num_envs: int, num_agents: int) -> int:
     """Rows of per-team scratch (:func:`team_row`) for ``num_envs`` envs of ``num_agents`` agents on ``target``."""
     if target == "cpu":
         return num_envs
-    from .program import WARP, block_size  # program imports this module (team_misuse)
+    from .program import block_size  # program imports this module (team_misuse)
 
     return num_envs * (block_size(num_agents) // WARP)
 
