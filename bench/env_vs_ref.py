@@ -17,6 +17,9 @@ even when other processes compete), and new / ref. Ends with a ``RESULT {json}``
 column then counts the host's work of issuing the steps, and the wall column is the GPU figure.
 ``--also-row-major-scratch`` adds this checkout's env with its per-lane scratch row-major (a CUDA build
 interleaves it by lane, ``Field.lanes_interleaved``) as a further column: what the interleaving alone gives.
+``--also-launch-bounds 256,4`` (repeatable) adds this checkout's env with its CUDA build under other launch bounds
+(``KernelEnv.cuda_launch_bounds``: fewer registers a thread, more env-blocks an SM, perhaps spills), a column
+each ("new-bounds-256x4"): what occupancy gives against what the spills cost, measured where only a GPU can.
 
 Global state (docs/specs/global_state.md): like for like. A ``--ref`` whose envs take no ``global_state``
 keyword writes none, so this checkout's env is made with ``global_state=False`` (``--global-state auto``,
@@ -46,6 +49,7 @@ from gpurl.envs.tag_continuous import TAG_10V100
 
 REPO = Path(__file__).resolve().parent.parent
 ROW_MAJOR = "new-row-major"  # the label of --also-row-major-scratch's column
+BOUNDS_LABEL = "new-bounds-"  # + "256x4": the label of an --also-launch-bounds column
 CONFIGS = {
     "tag-10v100": ("tag_continuous", 1000, TAG_10V100, 200),  # env_throughput.py's tag-10v100
     "simple_tag-3v1v2": ("simple_tag", 4096, dict(num_adversaries=3, num_good=1, num_obstacles=2), 300),
@@ -131,18 +135,58 @@ def row_major_scratch(on: bool):
         fields.INTERLEAVE_LANES = before
 
 
+@contextlib.contextmanager
+def launch_bounds_of(env_class, bounds: tuple[int, ...] | None):
+    """While open: envs of ``env_class`` made now get a kernel of their own built with ``bounds`` (None: the
+    class's), which they keep; the class's own kernel and bounds are back on exit."""
+    if bounds is None:
+        yield
+        return
+    saved = {name: env_class.__dict__[name] for name in ("_kernel", "cuda_launch_bounds") if name in env_class.__dict__}
+    if "_kernel" in env_class.__dict__:
+        del env_class._kernel  # class_kernel() builds a new one, with ``bounds``
+    env_class.cuda_launch_bounds = bounds
+    try:
+        yield
+    finally:
+        for name in ("_kernel", "cuda_launch_bounds"):
+            if name in env_class.__dict__:
+                delattr(env_class, name)
+        for name, value in saved.items():
+            setattr(env_class, name, value)
+
+
+def bounds_label(bounds: tuple[int, ...]) -> str:
+    return BOUNDS_LABEL + "x".join(str(b) for b in bounds)
+
+
+def parse_bounds(text: str) -> tuple[int, ...]:
+    """``"256,4"`` -> (256, 4): an --also-launch-bounds value."""
+    try:
+        bounds = tuple(int(b) for b in text.split(","))
+    except ValueError:
+        bounds = ()
+    if not 1 <= len(bounds) <= 2 or min(bounds) < 1:
+        raise argparse.ArgumentTypeError(f"launch bounds are THREADS[,BLOCKS_PER_SM], positive; got {text!r}")
+    return bounds
+
+
 def compare(packages: dict, config: str, rounds: int, seed: int, settings: dict, device: str = "cpu",
-            num_envs: int | None = None) -> dict:
-    """One configuration (at ``num_envs`` envs, else its own count) on ``device``, alternating rounds."""
+            num_envs: int | None = None, bounds: dict | None = None) -> dict:
+    """One configuration (at ``num_envs`` envs, else its own count) on ``device``, alternating rounds;
+    ``bounds``: {label: launch bounds} of the --also-launch-bounds columns (made after "new")."""
     name, config_envs, params, steps = CONFIGS[config]
     num_envs = num_envs or config_envs
     envs = {}
     for label, state in settings.items():
         pkg = packages["ref" if label == "ref" else "new"]
         extra = {} if state is None else {"global_state": state}
-        with row_major_scratch(label == ROW_MAJOR):
+        variant = (bounds or {}).get(label)
+        with row_major_scratch(label == ROW_MAJOR), launch_bounds_of(variant and type(envs["new"]), variant):
             envs[label] = pkg.make(name, num_envs=num_envs, device=device, seed=seed, validate=False, **params,
                                    **extra)
+        if variant and envs[label].kernel.launch_bounds != variant:
+            raise RuntimeError(f"{label}: the env's kernel has launch bounds {envs[label].kernel.launch_bounds}")
     pools = {}
     for label, env in envs.items():
         env.reset()
@@ -169,6 +213,11 @@ def compare(packages: dict, config: str, rounds: int, seed: int, settings: dict,
         row["ratio_row_major_wall"] = row[f"{ROW_MAJOR}_wall"] / row["ref_wall"]
         print(f"{config}: new with row-major per-lane scratch: wall {row[f'{ROW_MAJOR}_wall'] / 1e6:.2f}M "
               f"({ROW_MAJOR}/ref {row['ratio_row_major_wall']:.3f})", flush=True)
+    for label in (bounds or {}):
+        row[f"ratio_{label}_wall"] = row[f"{label}_wall"] / row["ref_wall"]
+        print(f"{config}: new with launch bounds {bounds[label]}: wall {row[f'{label}_wall'] / 1e6:.2f}M "
+              f"({label}/ref {row[f'ratio_{label}_wall']:.3f}, {label}/new "
+              f"{row[f'{label}_wall'] / row['new_wall']:.3f})", flush=True)
     if "new+state" in envs:
         row["ratio_state_wall"] = row["new+state_wall"] / row["ref_wall"]
         row["ratio_state_cpu"] = row["new+state_cpu"] / row["ref_cpu"]
@@ -211,6 +260,8 @@ def main() -> None:
     ap.add_argument("--also-row-major-scratch", action="store_true",
                     help="also time this checkout's env with its per-lane scratch row-major (CUDA builds interleave "
                          "it by lane: gpurl.kernels.fields.INTERLEAVE_LANES)")
+    ap.add_argument("--also-launch-bounds", type=parse_bounds, action="append", default=[], metavar="THREADS,BLOCKS",
+                    help="also time this checkout's env with its CUDA build under these launch bounds (repeatable)")
     args = ap.parse_args()
     configs = args.configs.split(",")
     sizes = [int(n) for n in args.num_envs.split(",") if n] or [None]
@@ -243,9 +294,11 @@ def main() -> None:
         settings = global_state_settings(packages, args.global_state, args.also_global_state)
         if args.also_row_major_scratch:
             settings[ROW_MAJOR] = settings["new"]
+        bounds = {bounds_label(b): b for b in args.also_launch_bounds}
+        settings.update({label: settings["new"] for label in bounds})
         print("global state: " + "; ".join(f"{label} {describe_setting(s)}" for label, s in settings.items()),
               flush=True)
-        rows = [compare(packages, config, args.rounds, args.seed, settings, args.device, n)
+        rows = [compare(packages, config, args.rounds, args.seed, settings, args.device, n, bounds)
                 for config in configs for n in sizes]
     print_result({"bench": "env_vs_ref", "ref": ref_commit, "head": head, "dirty": dirty, "device": str(device),
                   "machine": machine, "rounds": args.rounds, "global_state": settings, "rows": rows})

@@ -104,11 +104,14 @@ TIER=$!
 #    with the commit before tag_continuous's team phase (REF_COMMIT of bench/gpu_wheels.sh, exported into
 #    .whl/ref: a thread per agent, with the counted range loops) and with its first team phase (BLOCK_TEAM_COMMIT,
 #    .whl/ref_block_team: the env's block one team, one agent at a time, block barriers; this checkout: a warp a
-#    team, the block's warps on different agents), and where Nsight Compute is installed, one step's profile:
+#    team, the block's warps on different agents). The same run times this checkout's kernel under tighter launch
+#    bounds too, (256, 3) and (256, 4): fewer registers a thread, so more of its env-blocks fit an SM, against the
+#    spills that costs (docs/benchmarks.md has ptxas's figures). And where Nsight Compute is installed, one step's
+#    profile:
 #    occupancy, stalls, and the executed warp instructions and active lanes per instruction.
 step tag_10v100 45 $PY bench/env_throughput.py --device cuda --configs tag-10v100 --sizes 1000,4096 --repeats 3
-step tag_10v100_vs_ref 75 $PY bench/env_vs_ref.py --device cuda --ref-dir .whl/ref --configs tag-10v100 \
-    --num-envs 1000,4096 --rounds 3
+step tag_10v100_vs_ref 110 $PY bench/env_vs_ref.py --device cuda --ref-dir .whl/ref --configs tag-10v100 \
+    --num-envs 1000,4096 --rounds 3 --also-launch-bounds 256,3 --also-launch-bounds 256,4
 step tag_10v100_vs_block_team 75 $PY bench/env_vs_ref.py --device cuda --ref-dir .whl/ref_block_team \
     --configs tag-10v100 --num-envs 1000,4096 --rounds 3
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)

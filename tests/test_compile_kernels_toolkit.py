@@ -14,6 +14,7 @@ from gpurl.kernels.aot import (
     compile_triton_sm90,
     float64_instructions,
     sass_instructions,
+    sass_loops,
     sass_sm90,
 )
 from gpurl.kernels.neighbors_team import k_nearest_team
@@ -145,23 +146,42 @@ def _after(e, i, x, y, alive, k, radius, dist_row, cand_idx, cand_dist, out_idx,
     x[e, i] = y[e, i]
 
 
-def test_a_team_phase_votes_in_its_warp_with_no_block_barrier_or_atomic(ptxas, cuobjdump):
-    """A team is a warp (gpurl.kernels.team): k_nearest_team's counts and gather are warp votes, so an agent's
-    search waits at no block barrier and claims its candidates' slots with no atomic. A second phase after it
-    adds the one block barrier between phases (the count below can see one)."""
+def _team_sass(ptxas, cuobjdump, *phases) -> str:
+    """sm_90 machine code of a kernel of ``phases`` over a k-nearest probe's arguments (2 envs of 40 agents)."""
     f32, i32 = np.zeros((2, 40), np.float32), np.zeros((2, 40), np.int32)
     scratch = (np.zeros((8, 1), np.float32), np.zeros((8, 33), np.int32), np.zeros((8, 33), np.float32),
                np.zeros((8, 33), np.int32))
     args = (f32, f32, i32, np.int32(3), np.float32(1.0), *scratch, np.zeros((2, 40, 3), np.int32))
+    kernel = EnvKernel(f"team_sass_{len(phases)}", list(phases), nargs=len(args))
+    return sass_sm90(assemble_sm90(compile_ptx_sm90(kernel, args), ptxas), cuobjdump)
 
+
+def test_a_team_phase_votes_in_its_warp_with_no_block_barrier_or_atomic(ptxas, cuobjdump):
+    """A team is a warp (gpurl.kernels.team): k_nearest_team's counts and gather are warp votes, so an agent's
+    search waits at no block barrier and claims its candidates' slots with no atomic. A second phase after it
+    adds the one block barrier between phases (the count below can see one)."""
     def opcodes(*phases):
-        kernel = EnvKernel(f"team_sass_{len(phases)}", list(phases), nargs=len(args))
-        sass = sass_sm90(assemble_sm90(compile_ptx_sm90(kernel, args), ptxas), cuobjdump)
         return [text.split()[1] if text.startswith("@") else text.split()[0]
-                for _, text in sass_instructions(sass)]
+                for _, text in sass_instructions(_team_sass(ptxas, cuobjdump, *phases))]
 
     alone = opcodes(per_agent_team(_knn_team))
     assert any(op.startswith("VOTE") for op in alone)
     assert not [op for op in alone if op.startswith(("BAR", "ATOM", "RED"))]
     followed = opcodes(per_agent_team(_knn_team), per_agent(_after))
     assert len([op for op in followed if op.startswith("BAR")]) == 1
+
+
+def test_a_team_counts_without_wraparound_and_ranks_by_shuffles(ptxas, cuobjdump):
+    """k_nearest_team's counting pass loads each chunk's positions with no negative-index wraparound (Numba's
+    ``j < 0 ? j + len : j``, whose sign shift SHF.R.S32.HI came with every load while the pass was a range loop
+    stepped by team_size()), and its ranking of up to a warp's candidates is a loop of shuffles that reads no
+    memory (it read two scratch slots a candidate)."""
+    loops = sass_loops(_team_sass(ptxas, cuobjdump, per_agent_team(_knn_team)))
+    # the shortest loop that votes and loads is the pass (longer "loops" hold it, or jump back from a vote's
+    # divergent path laid out at the end)
+    counting = min((loop for loop in loops if loop.loads and any(t.startswith("VOTE") for t in loop.instructions)),
+                   key=lambda loop: len(loop.instructions))
+    assert not [t for t in counting.instructions if t.startswith("SHF.R.S32.HI")], counting.instructions
+    ranking = min((loop for loop in loops if any(t.startswith("SHFL") for t in loop.instructions)),
+                  key=lambda loop: len(loop.instructions))
+    assert ranking.loads == 0, ranking.instructions

@@ -6,7 +6,8 @@ is checked in tests/test_sim_tag_continuous.py.
 
 The cases are built for the radius method's branches: a radius that grows, then bisects; a crowd that shrinks
 it; exact ties at many radii; fewer alive than k (-1 padding); ties no radius separates (the exact repeated
-minimum); more neighbours than the team has threads.
+minimum); more neighbours than the team has threads; more candidates to rank than it has threads (ranked from
+the scratch, where up to a team's worth are ranked by shuffles).
 """
 from __future__ import annotations
 
@@ -123,11 +124,15 @@ def _knn_team_case(name):
     if name in ("more_neighbours_than_threads", "two_teams"):  # 40 agents on a team of 32: two chunks a pass
         x, y, alive, k, radius = _knn_case("more_neighbours_than_threads")
         return x, y, alive, k, radius, None
+    if name == "more_candidates_than_threads":  # 38 others inside the hint, capacity 40: ranked by slot, not shuffles
+        x, y = rng.uniform(0, 4, (2, 1, 39)).astype(np.float32)
+        return x, y, np.ones((1, 39), np.int32), 20, 100.0, None
     return (*_knn_case(name), None)
 
 
 @pytest.mark.parametrize("name", ["random_some_dead", "lattice_ties", "fewer_alive_than_k", "crowd_shrinks_radius",
-                                  "tied_beyond_capacity", "more_neighbours_than_threads", "two_teams"])
+                                  "tied_beyond_capacity", "more_neighbours_than_threads",
+                                  "more_candidates_than_threads", "two_teams"])
 def test_team_k_nearest_matches_reference(name, monkeypatch):
     """One team a block (a block of 32 threads), or two ("two_teams": 40 agents, a block of 64 threads): each
     warp takes every other agent, with a scratch row of its own."""

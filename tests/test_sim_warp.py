@@ -1,6 +1,7 @@
-"""Sim tier: the warp votes and barriers gpurl.kernels.sim_warp gives Numba's CUDA simulator (team phases use
-them): each warp's vote against a hand count, barriers scoped to a warp (the block's other warp does not take
-part), and a failed thread stops its warp's waiting threads instead of leaving them waiting for ever."""
+"""Sim tier: the warp votes, shuffles and barriers gpurl.kernels.sim_warp gives Numba's CUDA simulator (team phases
+use them): each warp's vote against a hand count, each warp's shuffles against a hand permutation, barriers scoped
+to a warp (the block's other warp does not take part), and a failed thread stops its warp's waiting threads
+instead of leaving them waiting for ever."""
 from __future__ import annotations
 
 import time
@@ -46,6 +47,24 @@ def test_each_warps_vote_counts_its_own_lanes(jit):
         mine = predicate[lanes]
         np.testing.assert_array_equal(count[lanes], np.full(32, mine.sum()), f"warp {warp}")
         np.testing.assert_array_equal(before[lanes], np.cumsum(mine) - mine, f"warp {warp}")
+
+
+def _shuffle(values, out):
+    t = cuda.threadIdx.x
+    lane = t % 32
+    for r in range(3):  # three rounds, the source a different lane each round (and past 31: modulo the warp)
+        out[r, t] = cuda.shfl_sync(ALL, values[t], (lane + 5 * r + 1) % 32 if r < 2 else lane + 33)
+
+
+def test_each_warps_shuffle_reads_its_own_lanes(jit):
+    values = np.random.default_rng(1).uniform(size=64).astype(np.float32)
+    out = np.zeros((3, 64), np.float32)
+    jit(_shuffle)[1, 64](values, out)
+    lanes = np.arange(32)
+    for warp in range(2):
+        mine = values[32 * warp: 32 * warp + 32]
+        for r, source in enumerate(((lanes + 1) % 32, (lanes + 6) % 32, (lanes + 1) % 32)):
+            np.testing.assert_array_equal(out[r, 32 * warp: 32 * warp + 32], mine[source], f"warp {warp}, round {r}")
 
 
 def _passes(out):

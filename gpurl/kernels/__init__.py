@@ -29,7 +29,7 @@ from .program import EnvKernel, Phase, block_size, per_agent, per_agent_team, pe
 from .rng import mix64, random_below, random_u32, random_uniform
 from .scratch import lane, num_lanes
 from .targets import DeviceFunction, device, freeze_constants
-from .team import team_barrier, team_count, team_leader, team_range, team_row, team_tally
+from .team import team_barrier, team_count, team_leader, team_range, team_row, team_shuffle, team_tally
 
 __all__ = [
     "DeviceFunction", "EnvKernel", "KernelAllocationError", "KernelFloat64Error", "KernelHelperError",
@@ -37,5 +37,5 @@ __all__ = [
     "count_within", "device", "fmod32", "freeze_constants", "k_nearest", "k_nearest_team", "lane", "mix64",
     "num_lanes", "pair_distance", "per_agent", "per_agent_team", "per_env", "random_below", "random_u32",
     "random_uniform", "sin32", "team_barrier", "team_count", "team_knn_scratch", "team_leader", "team_range",
-    "team_row", "team_tally",
+    "team_row", "team_shuffle", "team_tally",
 ]

@@ -6,9 +6,10 @@ the candidates inside it gathered and ranked; the exact repeated minimum where t
 but each pass is shared out: thread t takes the others t, t + team size, ... of the pass, a count is a vote of
 the team (a warp's, on CUDA) that also gathers, each candidate written to the slot the vote ranks it at (so
 the count that lands in range leaves its candidates in place: no gathering pass), and each candidate's rank is
-computed by a thread of its own. A per-agent phase has one thread pass over all N others several times while
-its warp waits for the slowest lane; a team does about N / team size of that work per agent, and an agent out
-of the game costs its team nothing.
+computed by a thread of its own (against the others' as warp shuffles hand them round, where the candidates
+are no more than the team's threads; else from the scratch). A per-agent phase has one thread pass over all N
+others several times while its warp waits for the slowest lane; a team does about N / team size of that work
+per agent, and an agent out of the game costs its team nothing.
 
 On the CPU the team is one thread: the CPU build is :func:`~.neighbors.k_nearest`'s CPU version (a
 vectorisable distance row, then the same count, gather and rank).
@@ -26,7 +27,8 @@ from .fields import Field, resolve_size
 from .neighbors import (_INF, _MAX_BISECTIONS, _k_nearest_cpu, knn_scratch_shapes, next_radius, rank_of,
                         select_by_repeated_minimum, squared_between, squared_bounds, within_radius)
 from .targets import device
-from .team import team_barrier, team_count, team_leader, team_range, team_rank, team_rows, team_size, team_tally
+from .team import (team_barrier, team_count, team_leader, team_range, team_rank, team_rows, team_shuffle,
+                   team_size, team_tally)
 
 
 def team_knn_scratch(k, out: str = "out_idx") -> dict[str, Field]:
@@ -48,9 +50,9 @@ def team_count_within(x, y, alive, e, i, radius, with_total, cand_idx, cand_dist
     """(eligible others within ``radius``, all eligible others) of agent ``i``, counted by the team: each
     thread decides its share of the others (a root only in :func:`~.neighbors.within_radius`'s thin band).
     The total is counted only ``with_total`` (0 otherwise): it does not change with the radius. The pass also
-    gathers: the others within, in index order, and their distances go to ``cand_idx[row]`` and
+    gathers: the others within, in index order, and their *squared* distances go to ``cand_idx[row]`` and
     ``cand_dist[row]`` (as many as the row's capacity holds), so a count that lands in range needs no second
-    pass. Its writes are visible to the team on return."""
+    pass, and only its candidates take a root. Its writes are visible to the team on return."""
     low, high = squared_bounds(radius)
     capacity = cand_idx.shape[1] - 1
     inside = 0
@@ -58,12 +60,14 @@ def team_count_within(x, y, alive, e, i, radius, with_total, cand_idx, cand_dist
     n = x.shape[1]
     xi = x[e, i]  # once: the pass's stores to the scratch would make the compiler load it again at each chunk
     yi = y[e, i]
-    for base in range(0, n, team_size()):
+    base = 0
+    while base < n:  # a counted loop (range's iterator costs instructions a chunk); every thread takes each pass
         j = base + team_rank()
+        base += team_size()
         eligible = False
         within = False
         squared = np.float32(0.0)
-        if j < n:
+        if j >= 0 and j < n:  # j >= 0 always: saying so drops Numba's negative-index wraparound from each load
             eligible = (j != i) & (alive[e, j] != 0)
             squared = squared_between(xi, yi, x[e, j], y[e, j])
             within = eligible & within_radius(squared, radius, low, high)
@@ -71,12 +75,34 @@ def team_count_within(x, y, alive, e, i, radius, with_total, cand_idx, cand_dist
         slot = inside + before
         if within and slot < capacity:
             cand_idx[row, slot] = j
-            cand_dist[row, slot] = np.float32(math.sqrt(squared))
+            cand_dist[row, slot] = squared  # the root is taken once, for the pass that lands (k_nearest_team)
         inside += count
         if with_total:
             total += team_count(eligible)
     team_barrier()
     return inside, total
+
+
+@device(team_only=True)
+def rank_by_shuffles(n, cand_idx, cand_dist, out_idx, row):
+    """``out_idx[row, rank] = candidate`` for the ``n`` (at most the team's size) candidates of ``row``, whose
+    ``cand_dist`` holds squared distances, ranked in (distance, index) order: thread a takes the candidate at slot
+    a, and compares it with the others' as the team's shuffles hand them round, with no scratch read in the
+    loop (:func:`~.neighbors.rank_of` reads two slots a candidate)."""
+    a = team_rank()
+    mine = a < n
+    d = _INF
+    j = np.int32(-1)
+    if mine:
+        d = np.float32(math.sqrt(cand_dist[row, a]))
+        j = cand_idx[row, a]
+    rank = 0
+    for b in range(n):  # the same n passes on every thread: the shuffles meet
+        db = team_shuffle(d, b)
+        jb = team_shuffle(j, b)
+        rank += (db < d) | ((db == d) & (jb < j))
+    if mine:
+        out_idx[row, rank] = j
 
 
 @device(team_only=True)
@@ -105,9 +131,15 @@ def k_nearest_team(x, y, alive, e, i, k, radius_hint, dist_row, cand_idx, cand_d
             select_by_repeated_minimum(x, y, alive, e, i, k, out_idx, row)
         team_barrier()
         return min(k, total)
-    # the last count was of this radius, and it gathered all its candidates (inside <= capacity)
-    for a in team_range(inside):  # ranks do not depend on the slots' order
-        out_idx[row, rank_of(a, inside, cand_idx, cand_dist, row)] = cand_idx[row, a]
+    # the last count was of this radius, and it gathered all its candidates (inside <= capacity), as squares
+    if inside <= team_size():
+        rank_by_shuffles(inside, cand_idx, cand_dist, out_idx, row)
+    else:
+        for a in team_range(inside):
+            cand_dist[row, a] = np.float32(math.sqrt(cand_dist[row, a]))
+        team_barrier()
+        for a in team_range(inside):  # ranks do not depend on the slots' order
+            out_idx[row, rank_of(a, inside, cand_idx, cand_dist, row)] = cand_idx[row, a]
     for s in team_range(k - inside):
         out_idx[row, inside + s] = -1
     team_barrier()

@@ -1,11 +1,12 @@
-"""Warp votes and barriers for Numba's CUDA simulator, which has none (it runs a Python thread per CUDA thread
-and knows only block-wide barriers).
+"""Warp votes, shuffles and barriers for Numba's CUDA simulator, which has none (it runs a Python thread per CUDA
+thread and knows only block-wide barriers).
 
-Team phases (:mod:`.team`) need ``cuda.ballot_sync``, ``cuda.syncwarp`` and ``cuda.lanemask_lt``:
-:func:`install` gives the simulator's ``cuda`` module these three, for whole-warp masks, so the simulator tier
-runs the very source the GPU build compiles. A warp's barrier waits for the warp's threads only, as on the
-GPU: the env's other warps go on, or wait at a block barrier of their own. A thread that reaches a warp
-barrier while a thread of its warp has failed stops with an error instead of waiting for ever.
+Team phases (:mod:`.team`) need ``cuda.ballot_sync``, ``cuda.shfl_sync``, ``cuda.syncwarp`` and
+``cuda.lanemask_lt``: :func:`install` gives the simulator's ``cuda`` module these four, for whole-warp masks,
+so the simulator tier runs the very source the GPU build compiles. A warp's barrier waits for the warp's
+threads only, as on the GPU: the env's other warps go on, or wait at a block barrier of their own. A thread
+that reaches a warp barrier while a thread of its warp has failed stops with an error instead of waiting for
+ever.
 """
 from __future__ import annotations
 
@@ -76,6 +77,16 @@ def ballot_sync(self, mask, predicate):
     return sum(1 << other for other, vote in enumerate(votes) if vote)
 
 
+def shfl_sync(self, mask, value, src_lane):
+    """Lane ``src_lane``'s ``value`` (as the GPU does, ``src_lane`` is taken modulo the warp size); every lane
+    waits for the warp."""
+    _check_mask(mask)
+    thread = threading.current_thread()
+    barrier, lane = _warp_of(thread)
+    values = barrier.wait(lane, value, thread)
+    return values[int(src_lane) % _WARP]
+
+
 def syncwarp(self, mask=_FULL):
     """Every lane of the warp waits for the others."""
     _check_mask(mask)
@@ -94,6 +105,7 @@ def install() -> None:
     functions it lacks; idempotent, and a no-op for any it has."""
     from numba.cuda.simulator.kernelapi import FakeCUDAModule
 
-    for name, fn in (("ballot_sync", ballot_sync), ("syncwarp", syncwarp), ("lanemask_lt", lanemask_lt)):
+    for name, fn in (("ballot_sync", ballot_sync), ("shfl_sync", shfl_sync), ("syncwarp", syncwarp),
+                     ("lanemask_lt", lanemask_lt)):
         if not hasattr(FakeCUDAModule, name):
             setattr(FakeCUDAModule, name, fn)

@@ -13,7 +13,9 @@ and costs what one thread would; the work is split where ``fn`` says so:
 - ``for j in team_range(n)``: the loop's iterations are shared out over the team (thread t takes t,
   t + team size, ...), so they must not depend on one another;
 - toolkit functions made for teams split their own work (:func:`~.neighbors.k_nearest_team`: a pass over the
-  others takes one warp vote per 32 of them).
+  others takes one warp vote per 32 of them);
+- the team's threads exchange values without memory: :func:`team_count` and :func:`team_tally` (a vote),
+  :func:`team_shuffle` (one thread's value, handed to every thread).
 
 Every thread of a team must reach every call of a team function (no team function inside a ``team_range``
 loop or under a condition that differs between its threads). A value written in a ``team_range`` loop is
@@ -24,8 +26,8 @@ env work at the same time. A team writes its own agent's outputs, and reads what
 On the CPU (and in plain Python) a team phase is a ``per_agent`` phase, ``team_range(n)`` is ``range(n)``
 and ``team_row(e)`` is ``e``. A kernel with a team phase gets a block of its own per env
 (:func:`~.program.launch_geometry`), and a team function called from another kind of phase is an error when
-the kernel is made (:func:`team_misuse`). Numba's CUDA simulator lacks the warp votes; :mod:`.sim_warp`
-gives it them.
+the kernel is made (:func:`team_misuse`). Numba's CUDA simulator lacks the warp votes and shuffles;
+:mod:`.sim_warp` gives it them.
 """
 from __future__ import annotations
 
@@ -95,6 +97,19 @@ def team_tally(predicate):
 def _team_tally_cuda(predicate):
     votes = cuda.ballot_sync(_ALL_LANES, predicate)
     return cuda.popc(votes & cuda.lanemask_lt()), cuda.popc(votes)
+
+
+@device(team_only=True)
+def team_shuffle(value, rank):
+    """``value`` as thread ``rank`` of the team holds it (a warp shuffle on CUDA: no memory, no barrier); every
+    thread of the team calls it with the same ``rank`` sequence. (The CPU's team of one: ``rank`` is 0, its own
+    ``value``.)"""
+    return value
+
+
+@team_shuffle.override("cuda", threaded=True)
+def _team_shuffle_cuda(value, rank):
+    return cuda.shfl_sync(_ALL_LANES, value, rank)
 
 
 @device(team_only=True)
