@@ -5,7 +5,7 @@ fields, the ``tagged_by`` and k-nearest scratch, the acceleration/turn tables, t
 the toolkit's outputs), ``c`` its constants (env.py), ``actions`` int [E, N, 2]. A step follows the spec:
 
   begin (timestep+1) | move | observe (a team phase) | runners: found tags, tag penalty, exit, end bonus
-  | per env: credit taggers, runners left, terminated/truncated
+  | per env: tags, runners left, terminated/truncated | taggers: credit their tags
 
 and a new episode: draw agents | counters | observe (a team phase). Observing is a team's work
 (:mod:`gpurl.kernels.team`): on CUDA a warp finds one agent's k nearest together, then writes its row's slots,
@@ -183,19 +183,33 @@ def tag_apply_tags(e, i, s, c, actions):
 
 
 def tag_end_step(e, s, c, actions):
-    """Per env: credit taggers (in runner order, like the spec's sequential sum), runners left, flags."""
+    """Per env: runners tagged this step (the ``tags`` metric), runners left, flags."""
     tagged = 0
     for j in range(c.num_taggers, s.x.shape[1]):
-        m = s.tagged_by[e, j]
-        if m >= 0:
-            s.reward[e, m] += c.tag_reward_for_tagger
-            tagged += 1
+        tagged += s.tagged_by[e, j] >= 0
     if c.runner_exits != 0:
         s.num_runners[e] -= tagged
     s.tags[e] = np.float32(tagged)
     terminated = s.num_runners[e] == 0
     s.terminated[e] = terminated
     s.truncated[e] = (s.timestep[e] == c.episode_length) and not terminated
+
+
+def tag_credit_tagger(e, i, s, c, actions):
+    """Spec step 5 for tagger i: the tag reward once for each runner it tagged this step. Each credit adds the same
+    constant, so counting them and then adding that many times is the spec's sequential sum in runner order, bit
+    for bit, and each tagger counts on a thread of its own (a per-env loop over the runners, reading and writing
+    rewards as it went, kept the env's one thread from running ahead to the next runner's load). An env without a
+    tag this step (most: ``tags``, counted by tag_end_step) has nothing to credit."""
+    if i >= c.num_taggers or s.tags[e] == np.float32(0.0):
+        return
+    tags = 0
+    for j in range(c.num_taggers, s.x.shape[1]):
+        tags += s.tagged_by[e, j] == i
+    reward = s.reward[e, i]
+    for _ in range(tags):
+        reward += c.tag_reward_for_tagger
+    s.reward[e, i] = reward
 
 
 # ---- a new episode -----------------------------------------------------------------------------------
@@ -233,6 +247,6 @@ def tag_write_state(e, i, s, c, actions):
 
 
 STEP_PHASES = [per_env(tag_begin_step), per_agent(tag_move), per_agent_team(tag_observe_all),
-               per_agent(tag_apply_tags), per_env(tag_end_step)]
+               per_agent(tag_apply_tags), per_env(tag_end_step), per_agent(tag_credit_tagger)]
 START_PHASES = [per_agent(tag_start_agent), per_env(tag_start_env), per_agent_team(tag_start_observe)]
 STATE_PHASES = [per_agent(tag_write_state)]
