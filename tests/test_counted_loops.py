@@ -10,7 +10,7 @@ import numba
 import numpy as np
 import pytest
 
-from gpurl.kernels.counted_loops import counted_loops
+from gpurl.kernels.counted_loops import NONNEGATIVE_RANGE, counted_loops
 from gpurl.kernels.targets import DeviceFunction
 
 pytestmark = pytest.mark.cpu
@@ -205,3 +205,42 @@ def test_only_a_cuda_build_is_rewritten():
     cuda_source = fn.source_for("cuda")
     assert cuda_source is not add_up and not _iterates(cuda_source)
     assert cuda_source(7) == add_up(7) == 21
+
+
+@numba.njit
+def every_third_from_two(n):
+    """A helper marked as team_range is: its range starts at 0 or above and steps up."""
+    return range(2, n, 3)
+
+
+setattr(every_third_from_two, NONNEGATIVE_RANGE, True)
+
+
+def over_a_nonnegative_range(n, values):
+    total = values[0] * 0
+    for j in every_third_from_two(n):
+        if j == 5:
+            continue
+        total += values[j]
+        if j > 12:
+            break
+    else:
+        total += 1
+    return total, j
+
+
+def test_a_marked_helpers_loops_are_counted_and_say_their_index_is_never_negative():
+    from gpurl.kernels.team import team_range
+
+    assert getattr(team_range, NONNEGATIVE_RANGE, False)
+    rewritten = counted_loops(over_a_nonnegative_range)
+    assert not _iterates(rewritten) and _iterates(over_a_nonnegative_range)
+    values = np.arange(30, dtype=np.float32)
+    for n in range(-2, 25):
+        assert _run(rewritten, n, values) == _run(over_a_nonnegative_range, n, values), n
+    # Numba types the guard like the loop: uint64 ends still count in uint64 (the guard folds away there)
+    plain, counted = numba.njit(over_a_nonnegative_range), numba.njit(rewritten)
+    for n in (np.int64(20), np.uint64(20), np.int32(9)):
+        assert counted(n, values) == plain(n, values)
+    assert [sig.return_type for sig in counted.nopython_signatures] == \
+        [sig.return_type for sig in plain.nopython_signatures]

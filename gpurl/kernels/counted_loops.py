@@ -25,7 +25,10 @@ loop is the last value it took. The ``range`` call itself is kept: it evaluates 
 before, and its ends and step have the type Numba gives the range, so a loop over unsigned ends still counts
 in uint64 (an idiom of gpurl's scenarios: no wraparound; a literal ``1`` added to a uint64 would be float64).
 Only loops over the builtin ``range`` whose step is a literal non-zero int (or absent) are rewritten: the step's
-sign picks the comparison. The CPU build is not rewritten (its speed is measured as it is), and the CUDA
+sign picks the comparison. So are loops over a helper marked :data:`NONNEGATIVE_RANGE` (:func:`~.team.team_range`:
+``range(team_rank(), n, team_size())``, which starts at 0 or above and steps up): their test is also
+``_counted_next0 >= 0``, always true, from which the compiler knows the index is never negative and drops the
+wraparound. The CPU build is not rewritten (its speed is measured as it is), and the CUDA
 simulator runs the rewritten source, so the simulator tier checks the rewrite against the CPU build.
 
 A function whose source cannot be read (defined in a REPL or generated: the toolkit's own generated kernel
@@ -57,21 +60,32 @@ def _literal_step(node: ast.expr | None) -> int | None:
     return None
 
 
-class _RangeLoops(ast.NodeTransformer):
-    """Rewrites each eligible ``for NAME in range(...)`` (see the module docstring); counts them."""
+#: The attribute that marks a helper as returning a range that starts at 0 or above and steps up
+#: (:func:`~.team.team_range`): its loops are counted too, and say that their index is never negative.
+NONNEGATIVE_RANGE = "counted_nonnegative_range"
 
-    def __init__(self, range_is_builtin: bool):
+
+class _RangeLoops(ast.NodeTransformer):
+    """Rewrites each eligible ``for NAME in range(...)`` or ``for NAME in HELPER(...)`` (``HELPER`` marked
+    :data:`NONNEGATIVE_RANGE`; see the module docstring); counts them."""
+
+    def __init__(self, range_is_builtin: bool, nonnegative_ranges: frozenset = frozenset()):
         self.range_is_builtin = range_is_builtin
+        self.nonnegative_ranges = nonnegative_ranges
         self.rewritten = 0
 
-    def _eligible(self, node: ast.For) -> int | None:
+    def _eligible(self, node: ast.For) -> tuple[int, bool] | None:
+        """(the step's sign, whether the index is known never negative), or None: not rewritten."""
         call = node.iter
-        if not (self.range_is_builtin and isinstance(node.target, ast.Name) and isinstance(call, ast.Call)
-                and isinstance(call.func, ast.Name) and call.func.id == "range" and not call.keywords
-                and 1 <= len(call.args) <= 3 and not any(isinstance(a, ast.Starred) for a in call.args)):
+        if not (isinstance(node.target, ast.Name) and isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and not call.keywords and not any(isinstance(a, ast.Starred) for a in call.args)):
+            return None
+        if call.func.id in self.nonnegative_ranges:
+            return 1, True
+        if not (self.range_is_builtin and call.func.id == "range" and 1 <= len(call.args) <= 3):
             return None
         step = _literal_step(call.args[2] if len(call.args) == 3 else None)
-        return step if step else None
+        return (step, False) if step else None
 
     def visit_FunctionDef(self, node):  # a nested def is compiled on its own terms: leave it
         return node
@@ -80,9 +94,10 @@ class _RangeLoops(ast.NodeTransformer):
 
     def visit_For(self, node: ast.For):
         self.generic_visit(node)
-        step = self._eligible(node)
-        if step is None:
+        eligible = self._eligible(node)
+        if eligible is None:
             return node
+        step, nonnegative = eligible
         n = self.rewritten
         self.rewritten += 1
         the_range, nxt, stop, step_of = (f"{_PREFIX}{what}{n}" for what in ("range", "next", "stop", "step"))
@@ -97,6 +112,8 @@ class _RangeLoops(ast.NodeTransformer):
             return ast.Attribute(value=load(the_range), attr=name, ctx=ast.Load())
 
         test = ast.Compare(load(nxt), [ast.Lt() if step > 0 else ast.Gt()], [load(stop)])
+        if nonnegative:  # always true, and it tells the compiler: no negative-index wraparound at the loads
+            test = ast.BoolOp(ast.And(), [ast.Compare(load(nxt), [ast.GtE()], [ast.Constant(0)]), test])
         advance = ast.AugAssign(target=ast.Name(nxt, ast.Store()), op=ast.Add(), value=load(step_of))
         loop = ast.While(test=test, body=[store(node.target.id, load(nxt)), advance, *node.body], orelse=node.orelse)
         out = [store(the_range, node.iter), store(nxt, part("start")), store(stop, part("stop")),
@@ -126,7 +143,9 @@ def counted_loops(pyfunc: Callable) -> Callable:
     for arg in ast.walk(definition.args):
         if isinstance(arg, ast.arg):
             arg.annotation = None
-    rewriter = _RangeLoops(range_is_builtin=pyfunc.__globals__.get("range", builtins.range) is builtins.range)
+    nonnegative = frozenset(name for name, value in pyfunc.__globals__.items()
+                            if getattr(value, NONNEGATIVE_RANGE, False))
+    rewriter = _RangeLoops(pyfunc.__globals__.get("range", builtins.range) is builtins.range, nonnegative)
     rewriter.generic_visit(definition)
     if not rewriter.rewritten:
         return pyfunc

@@ -35,6 +35,7 @@ from typing import Callable
 
 import numpy as np
 
+from .counted_loops import NONNEGATIVE_RANGE
 from .targets import CUDA as cuda
 from .targets import DeviceFunction, device
 
@@ -71,6 +72,10 @@ def _team_size_cuda():
 def team_range(n):
     """``range(n)`` shared out over the team: thread t takes t, t + team size, ... (the CPU's one thread: all)."""
     return range(team_rank(), n, team_size())
+
+
+# from 0 or above, stepping up: a CUDA build counts its loops and knows their index is never negative
+setattr(team_range, NONNEGATIVE_RANGE, True)
 
 
 @device(team_only=True)
