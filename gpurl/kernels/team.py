@@ -107,8 +107,8 @@ def _team_tally_cuda(predicate):
 @device(team_only=True)
 def team_shuffle(value, rank):
     """``value`` as thread ``rank`` of the team holds it (a warp shuffle on CUDA: no memory, no barrier); every
-    thread of the team calls it with the same ``rank`` sequence. (The CPU's team of one: ``rank`` is 0, its own
-    ``value``.)"""
+    thread of the team calls it together, each naming the thread it reads. (The CPU's team of one: ``rank`` is 0,
+    its own ``value``.)"""
     return value
 
 
