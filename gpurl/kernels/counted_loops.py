@@ -69,9 +69,9 @@ class _RangeLoops(ast.NodeTransformer):
     """Rewrites each eligible ``for NAME in range(...)`` or ``for NAME in HELPER(...)`` (``HELPER`` marked
     :data:`NONNEGATIVE_RANGE`; see the module docstring); counts them."""
 
-    def __init__(self, range_is_builtin: bool, nonnegative_ranges: frozenset = frozenset()):
-        self.range_is_builtin = range_is_builtin
-        self.nonnegative_ranges = nonnegative_ranges
+    def __init__(self, names: dict):
+        self.names = names  # the function's globals
+        self.range_is_builtin = names.get("range", builtins.range) is builtins.range
         self.rewritten = 0
 
     def _eligible(self, node: ast.For) -> tuple[int, bool] | None:
@@ -80,7 +80,7 @@ class _RangeLoops(ast.NodeTransformer):
         if not (isinstance(node.target, ast.Name) and isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
                 and not call.keywords and not any(isinstance(a, ast.Starred) for a in call.args)):
             return None
-        if call.func.id in self.nonnegative_ranges:
+        if getattr(self.names.get(call.func.id), NONNEGATIVE_RANGE, False):
             return 1, True
         if not (self.range_is_builtin and call.func.id == "range" and 1 <= len(call.args) <= 3):
             return None
@@ -143,9 +143,7 @@ def counted_loops(pyfunc: Callable) -> Callable:
     for arg in ast.walk(definition.args):
         if isinstance(arg, ast.arg):
             arg.annotation = None
-    nonnegative = frozenset(name for name, value in pyfunc.__globals__.items()
-                            if getattr(value, NONNEGATIVE_RANGE, False))
-    rewriter = _RangeLoops(pyfunc.__globals__.get("range", builtins.range) is builtins.range, nonnegative)
+    rewriter = _RangeLoops(pyfunc.__globals__)
     rewriter.generic_visit(definition)
     if not rewriter.rewritten:
         return pyfunc
